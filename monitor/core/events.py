@@ -1,0 +1,251 @@
+"""Event schemas (version 1): impression sessions, annotations and deploys, parsed once into typed values.
+
+Every field is validated here; a bad event raises :class:`EventError` naming the field and the reason,
+which the edges turn into a dead-letter record (stream) or a ``file:line`` message (offline). The
+documented shapes with examples are in ``docs/events.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from monitor.core.errors import GradeError, MonitorError
+from monitor.core.grades import Grade, Scale
+
+SCHEMA_VERSIONS = (1,)
+BUCKETS = ("head", "torso", "tail")
+DEPLOY_KINDS = ("deploy", "canary_start", "canary_end", "rollback")
+
+
+class EventError(MonitorError):
+    """An invalid event: ``field`` names where (dotted path), ``reason`` says why."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field, self.reason = field, reason
+        super().__init__(f"{field}: {reason}" if field else reason)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_results: int = 200
+    max_grades: int = 1000
+    max_id_chars: int = 256
+    max_query_chars: int = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    doc_id: str
+    position: int
+    score: float | None
+
+
+@dataclass(frozen=True)
+class Impression:
+    session_id: str
+    query: str
+    ranker: str
+    ts: float
+    results: tuple[Result, ...]  # sorted by position, positions 1..n
+    variant: str | None = None
+    query_bucket: str | None = None
+
+
+@dataclass(frozen=True)
+class Label:
+    doc_id: str
+    grade: Grade
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """Grades for a session's shown documents (``session_id``) or for a query (``query``)."""
+
+    labels: tuple[Label, ...]
+    session_id: str | None = None
+    query: str | None = None
+    ts: float | None = None
+
+
+@dataclass(frozen=True)
+class Deploy:
+    kind: str
+    ranker: str
+    ts: float
+    previous: str | None = None
+
+
+Event = Impression | Annotation | Deploy
+DEFAULT_LIMITS = Limits()
+
+
+def _text(obj: dict[str, Any], key: str, limit: int, required: bool = True) -> str | None:
+    value = obj.get(key)
+    if value is None:
+        if required:
+            raise EventError(key, "missing")
+        return None
+    if not isinstance(value, str):
+        raise EventError(key, f"expected a string, got {type(value).__name__}")
+    if not value.strip():
+        raise EventError(key, "empty")
+    if len(value) > limit:
+        raise EventError(key, f"longer than {limit} characters ({len(value)})")
+    return value
+
+
+def _timestamp(obj: dict[str, Any], key: str, required: bool) -> float | None:
+    value = obj.get(key)
+    if value is None:
+        if required:
+            raise EventError(key, "missing")
+        return None
+    if isinstance(value, bool):
+        raise EventError(key, "expected epoch seconds or an ISO-8601 time, got a boolean")
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value) or value < 0:
+            raise EventError(key, f"not a valid epoch time: {value!r}")
+        return float(value)
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise EventError(key, f"not an ISO-8601 time: {value[:64]!r}") from None
+        if parsed.tzinfo is None:
+            raise EventError(key, f"ISO-8601 time without a time zone: {value[:64]!r}")
+        return parsed.timestamp()
+    raise EventError(key, f"expected epoch seconds or an ISO-8601 time, got {type(value).__name__}")
+
+
+def _results(value: object, limits: Limits) -> tuple[Result, ...]:
+    if not isinstance(value, list):
+        raise EventError("results", "missing" if value is None else "expected a list")
+    if not value:
+        raise EventError("results", "empty list")
+    if len(value) > limits.max_results:
+        raise EventError("results", f"{len(value)} results, more than the limit of {limits.max_results}")
+    out: list[Result] = []
+    positions: set[int] = set()
+    docs: set[str] = set()
+    for i, item in enumerate(value):
+        where = f"results[{i}]"
+        if not isinstance(item, dict):
+            raise EventError(where, "expected an object")
+        doc = _text(item, "doc_id", limits.max_id_chars)
+        assert doc is not None
+        position = item.get("position")
+        if isinstance(position, bool) or not isinstance(position, int):
+            raise EventError(f"{where}.position", "missing" if position is None else "expected an integer")
+        if position < 1:
+            raise EventError(f"{where}.position", f"must be ≥ 1, got {position}")
+        if position in positions:
+            raise EventError(f"{where}.position", f"duplicate position {position}")
+        if doc in docs:
+            raise EventError(f"{where}.doc_id", "document shown twice in one session")
+        score = item.get("score")
+        if score is not None:
+            if isinstance(score, bool) or not isinstance(score, (int, float)):
+                raise EventError(f"{where}.score", "expected a number")
+            if not math.isfinite(score):
+                raise EventError(f"{where}.score", f"not a finite number: {score!r}")
+            score = float(score)
+        positions.add(position)
+        docs.add(doc)
+        out.append(Result(doc, position, score))
+    if max(positions) != len(out):
+        missing = sorted(set(range(1, len(out) + 1)) - positions)[:5]
+        raise EventError("results", f"positions must be 1..{len(out)}; missing {missing}")
+    return tuple(sorted(out, key=lambda r: r.position))
+
+
+def _grade(value: object, scale: Scale, where: str) -> Grade:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise EventError(where, "missing" if value is None else "expected a grade name or number")
+    try:
+        return scale.parse(value)
+    except GradeError as error:
+        raise EventError(where, str(error)) from None
+
+
+def _labels(obj: dict[str, Any], scale: Scale, limits: Limits) -> tuple[Label, ...]:
+    if "grades" in obj:
+        if "doc_id" in obj or "grade" in obj:
+            raise EventError("grades", "give either doc_id and grade, or grades, not both")
+        items = obj["grades"]
+        if not isinstance(items, list) or not items:
+            raise EventError("grades", "expected a non-empty list")
+        if len(items) > limits.max_grades:
+            raise EventError("grades", f"{len(items)} grades, more than the limit of {limits.max_grades}")
+        labels = []
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise EventError(f"grades[{i}]", "expected an object")
+            try:
+                doc = _text(item, "doc_id", limits.max_id_chars)
+            except EventError as error:
+                raise EventError(f"grades[{i}].{error.field}", error.reason) from None
+            assert doc is not None
+            labels.append(Label(doc, _grade(item.get("grade"), scale, f"grades[{i}].grade")))
+        return tuple(labels)
+    doc = _text(obj, "doc_id", limits.max_id_chars)
+    assert doc is not None
+    return (Label(doc, _grade(obj.get("grade"), scale, "grade")),)
+
+
+def parse_event(obj: object, scale: Scale, limits: Limits = DEFAULT_LIMITS) -> Event:
+    """Validate a decoded JSON value and return the typed event."""
+    if not isinstance(obj, dict):
+        raise EventError("", f"expected a JSON object, got {type(obj).__name__}")
+    version = obj.get("schema", 1)
+    if isinstance(version, bool) or version not in SCHEMA_VERSIONS:
+        raise EventError("schema", f"unknown schema version {version!r}; accepted: {list(SCHEMA_VERSIONS)}")
+    kind = obj.get("type")
+    if kind == "impression":
+        bucket = obj.get("query_bucket")
+        if bucket is not None and bucket not in BUCKETS:
+            raise EventError("query_bucket", f"{bucket!r} is not one of {', '.join(BUCKETS)}")
+        session = _text(obj, "session_id", limits.max_id_chars)
+        query = _text(obj, "query", limits.max_query_chars)
+        ranker = _text(obj, "ranker", limits.max_id_chars)
+        ts = _timestamp(obj, "ts", required=True)
+        assert session is not None and query is not None and ranker is not None and ts is not None
+        return Impression(session, query, ranker, ts, _results(obj.get("results"), limits),
+                          _text(obj, "variant", limits.max_id_chars, required=False), bucket)
+    if kind == "annotation":
+        session = _text(obj, "session_id", limits.max_id_chars, required=False)
+        query = _text(obj, "query", limits.max_query_chars, required=False)
+        if (session is None) == (query is None):
+            raise EventError("session_id", "an annotation needs exactly one of session_id and query")
+        return Annotation(_labels(obj, scale, limits), session, query, _timestamp(obj, "ts", required=False))
+    if kind == "deploy":
+        deploy_kind = obj.get("kind")
+        if deploy_kind not in DEPLOY_KINDS:
+            raise EventError("kind", f"{deploy_kind!r} is not one of {', '.join(DEPLOY_KINDS)}")
+        ranker = _text(obj, "ranker", limits.max_id_chars)
+        ts = _timestamp(obj, "ts", required=True)
+        assert ranker is not None and ts is not None
+        return Deploy(deploy_kind, ranker, ts, _text(obj, "previous", limits.max_id_chars, required=False))
+    raise EventError("type", f"unknown event type {kind!r}; accepted: impression, annotation, deploy")
+
+
+def decode_event(raw: bytes, scale: Scale, limits: Limits = DEFAULT_LIMITS) -> Event:
+    """Decode UTF-8 JSON bytes and validate them."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise EventError("", f"not UTF-8 ({error.reason} at byte {error.start})") from None
+    try:
+        obj = json.loads(text, parse_constant=_reject_constant)
+    except EventError:
+        raise
+    except ValueError as error:
+        raise EventError("", f"invalid JSON: {error}") from None
+    return parse_event(obj, scale, limits)
+
+
+def _reject_constant(name: str) -> float:
+    raise EventError("", f"invalid JSON: {name} is not a JSON number")

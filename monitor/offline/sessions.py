@@ -1,0 +1,93 @@
+"""JSONL files of stream events (impressions and annotations, schema v1) evaluated offline.
+
+Each impression session is one ranked list, in the order shown (position 1 first); model scores orient
+PNR and AUC pairs. A session's labels are the query-level judgments of its query overlaid by the grades
+given for that session (the later of two grades for one document wins: a correction). The NDCG ideal
+pool is the same set of labels. Sessions with no label at all are left out (as trec_eval leaves out
+queries without qrels) and counted. Deploy events are accepted and ignored here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from monitor.core.events import DEFAULT_LIMITS, Annotation, EventError, Impression, Limits, parse_event
+from monitor.core.grades import Grade, Scale, TrecScale
+from monitor.core.judged import JudgedList
+from monitor.offline.errors import InputError
+
+
+@dataclass
+class SessionFile:
+    """Impressions and labels read from one or more JSONL files."""
+
+    impressions: dict[str, Impression] = field(default_factory=dict)
+    session_labels: dict[str, dict[str, Grade]] = field(default_factory=dict)
+    query_labels: dict[str, dict[str, Grade]] = field(default_factory=dict)
+    unlabelled: int = 0
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if raw.strip():
+                yield number, raw
+
+
+def read_sessions(paths: list[Path], scale: Scale, limits: Limits = DEFAULT_LIMITS) -> SessionFile:
+    out = SessionFile()
+    first_seen: dict[str, str] = {}
+    for path in paths:
+        for number, raw in _lines(path):
+            try:
+                obj = json.loads(raw.decode("utf-8"))
+                event = parse_event(obj, scale, limits)
+            except UnicodeDecodeError as error:
+                raise InputError(str(path), number, f"not UTF-8 ({error.reason})") from None
+            except json.JSONDecodeError as error:
+                raise InputError(str(path), number, f"invalid JSON: {error.msg} at column {error.colno}") \
+                    from None
+            except EventError as error:
+                raise InputError(str(path), number, str(error)) from None
+            if isinstance(event, Impression):
+                where = first_seen.get(event.session_id)
+                if where is not None and out.impressions[event.session_id] != event:
+                    raise InputError(str(path), number, f"session_id {event.session_id!r} already has a "
+                                     f"different impression (at {where})")
+                first_seen.setdefault(event.session_id, f"{path}:{number}")
+                out.impressions[event.session_id] = event
+            elif isinstance(event, Annotation):
+                if event.session_id is not None:
+                    target = out.session_labels.setdefault(event.session_id, {})
+                else:
+                    target = out.query_labels.setdefault(event.query or "", {})
+                for label in event.labels:
+                    target[label.doc_id] = label.grade
+    return out
+
+
+def judged_sessions(data: SessionFile, scale: Scale) -> tuple[list[str], list[JudgedList], float]:
+    """The labelled sessions as judged lists, ordered by session id, and the scale's top level."""
+    chosen: list[tuple[str, Impression, dict[str, Grade]]] = []
+    for session_id in sorted(data.impressions):
+        impression = data.impressions[session_id]
+        labels = dict(data.query_labels.get(impression.query, {}))
+        labels.update(data.session_labels.get(session_id, {}))
+        if labels:
+            chosen.append((session_id, impression, labels))
+        else:
+            data.unlabelled += 1
+    if isinstance(scale, TrecScale):
+        top = max((g.level for _, _, labels in chosen for g in labels.values()), default=0)
+        max_level = float(scale.max_level if scale.max_level is not None else max(top, 0))
+    else:
+        max_level = float(scale.max_level)
+    lists = []
+    for _, impression, labels in chosen:
+        scores = [r.score for r in impression.results]
+        known = None if any(s is None for s in scores) else [float(s or 0.0) for s in scores]
+        lists.append(JudgedList.build([r.doc_id for r in impression.results], known, labels, max_level))
+    return [c[0] for c in chosen], lists, max_level

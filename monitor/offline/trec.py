@@ -1,0 +1,194 @@
+"""TREC ``qrels`` (``qid iter docno grade``) and ``run`` (``qid Q0 docno rank score tag``) files.
+
+Parsed with pyarrow's multi-threaded CSV reader (fields separated by runs of blanks or tabs, as trec_eval
+accepts). When the fast reader rejects a file, a line-by-line validator finds the first bad line and
+raises :class:`InputError` with file, line and reason. Rules (as trec_eval, unless noted):
+
+* run: 6 fields; the score must be a finite number (trec_eval would take ``nan``: we refuse it); the rank
+  field is ignored; a document twice for one query is an error (trec_eval refuses it too);
+* qrels: 4 fields; the grade must be on the scale; a document judged twice for one query is an error
+  (trec_eval keeps one silently: we make you choose).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from monitor.core.errors import GradeError
+from monitor.core.grades import Scale, TrecScale
+from monitor.offline.errors import InputError
+
+RUN_FIELDS = ("qid", "q0", "docno", "rank", "score", "tag")
+QRELS_FIELDS = ("qid", "iter", "docno", "grade")
+_BLANKS = re.compile(rb"[ \t\r\f\v]+")
+_EDGES = re.compile(rb"(?m)^ | $")
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Qrels:
+    """Judgments: one row per (query, document)."""
+
+    qid: pa.Array
+    docno: pa.Array
+    gains: FloatArray
+    levels: FloatArray
+    relevant: FloatArray
+    max_level: float
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run: one row per retrieved (query, document)."""
+
+    qid: pa.Array
+    docno: pa.Array
+    scores: FloatArray
+
+
+def _normalise(data: bytes) -> bytes:
+    """Single spaces between fields, none at line ends (only when the file needs it)."""
+    if b"\t" in data or b"  " in data or b" \n" in data or b"\n " in data or b"\r" in data \
+            or data.startswith(b" ") or b"\f" in data or b"\v" in data:
+        data = _EDGES.sub(b"", _BLANKS.sub(b" ", data))
+    return data
+
+
+def _read_table(path: Path, fields: tuple[str, ...], keep: list[str]) -> pa.Table:
+    data = _normalise(path.read_bytes())
+    return pacsv.read_csv(
+        io.BytesIO(data),
+        read_options=pacsv.ReadOptions(column_names=list(fields), use_threads=True, block_size=1 << 24),
+        parse_options=pacsv.ParseOptions(delimiter=" ", quote_char=False, escape_char=False,
+                                         double_quote=False, newlines_in_values=False),
+        convert_options=pacsv.ConvertOptions(column_types={f: pa.string() for f in keep},
+                                             include_columns=keep, strings_can_be_null=False,
+                                             quoted_strings_can_be_null=False),
+    )
+
+
+def _scan(path: Path, fields: tuple[str, ...], check: Callable[[list[str]], str | None]) -> None:
+    """Find the first bad line of a file the fast reader refused; raise InputError for it."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise InputError(str(path), number, f"not UTF-8 ({error.reason} at byte {error.start})") \
+                    from None
+            parts = line.split()
+            if not parts:
+                continue
+            if len(parts) != len(fields):
+                raise InputError(str(path), number, f"expected {len(fields)} fields "
+                                 f"({' '.join(fields)}), got {len(parts)}")
+            reason = check(parts)
+            if reason is not None:
+                raise InputError(str(path), number, reason)
+    raise InputError(str(path), None, "unreadable (no single bad line found)")
+
+
+def _first_line_where(path: Path, predicate: Callable[[list[str]], bool], reason: str) -> InputError:
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            parts = raw.decode("utf-8", "replace").split()
+            if parts and predicate(parts):
+                return InputError(str(path), number, reason.format(*parts))
+    return InputError(str(path), None, reason.format(*([""] * 6)))
+
+
+def _check_duplicates(path: Path, qid: pa.Array, docno: pa.Array, what: str) -> None:
+    keys = pc.binary_join_element_wise(qid, docno, "\x1f")
+    if len(pc.unique(keys)) == len(keys):
+        return
+    seen: set[tuple[str, str]] = set()
+
+    def repeated(parts: list[str]) -> bool:
+        key = (parts[0], parts[2])
+        if key in seen:
+            return True
+        seen.add(key)
+        return False
+
+    raise _first_line_where(path, repeated, f"document {{2}} {what} twice for query {{0}}")
+
+
+def read_run(path: str | Path) -> Run:
+    path = Path(path)
+    try:
+        table = _read_table(path, RUN_FIELDS, ["qid", "docno", "score"])
+        scores = np.asarray(pc.cast(table["score"], pa.float64()).to_numpy(), dtype=np.float64)
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        _scan(path, RUN_FIELDS, _check_run_fields)
+        raise  # pragma: no cover - _scan always raises
+    if not np.isfinite(scores).all():
+        raise _first_line_where(path, lambda p: not math.isfinite(float(p[4])),
+                                "score {4!r} of document {2} is not a finite number")
+    qid, docno = table["qid"].combine_chunks(), table["docno"].combine_chunks()
+    _check_duplicates(path, qid, docno, "retrieved")
+    return Run(qid, docno, scores)
+
+
+def _check_run_fields(parts: list[str]) -> str | None:
+    try:
+        score = float(parts[4])
+    except ValueError:
+        return f"score {parts[4]!r} is not a number"
+    if not math.isfinite(score):
+        return f"score {parts[4]!r} is not a finite number"
+    return None
+
+
+def read_qrels(path: str | Path, scale: Scale) -> Qrels:
+    path = Path(path)
+    try:
+        table = _read_table(path, QRELS_FIELDS, ["qid", "docno", "grade"])
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        _scan(path, QRELS_FIELDS, lambda parts: _check_grade(parts[3], scale))
+        raise  # pragma: no cover
+    grades = pc.dictionary_encode(table["grade"].combine_chunks())
+    names = grades.dictionary.to_pylist()
+    gains, levels, relevant = [], [], []
+    for name in names:
+        try:
+            grade = scale.parse(name)
+        except GradeError as error:
+            raise _first_line_where(path, _grade_is(name), str(error)) from None
+        gains.append(grade.gain)
+        levels.append(float(grade.level))
+        relevant.append(1.0 if grade.relevant else 0.0)
+    index = np.asarray(grades.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    qid, docno = table["qid"].combine_chunks(), table["docno"].combine_chunks()
+    _check_duplicates(path, qid, docno, "judged")
+    level_array = np.asarray(levels, dtype=np.float64)[index]
+    if isinstance(scale, TrecScale):
+        max_level = float(scale.max_level if scale.max_level is not None
+                          else max(level_array.max(initial=0.0), 0.0))
+    else:
+        max_level = float(scale.max_level)
+    return Qrels(qid, docno, np.asarray(gains, dtype=np.float64)[index], level_array,
+                 np.asarray(relevant, dtype=np.float64)[index], max_level)
+
+
+def _grade_is(name: str) -> Callable[[list[str]], bool]:
+    return lambda parts: parts[3] == name
+
+
+def _check_grade(value: str, scale: Scale) -> str | None:
+    try:
+        scale.parse(value)
+    except GradeError as error:
+        return str(error)
+    return None
