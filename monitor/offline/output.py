@@ -56,8 +56,8 @@ def render(
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(["query", "measure", "value"])
-        rows = [*(per_query or {}).items(), ("all", aggregate)]
-        for query, values in rows:
+        entries = [*(per_query or {}).items(), ("all", aggregate)]
+        for query, values in entries:
             for m in measures:
                 writer.writerow([query, str(m), _csv_value(values[m])])
         return buffer.getvalue()
