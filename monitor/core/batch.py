@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import cast
 
 import numpy as np
@@ -53,6 +54,11 @@ class RankedBatch:
     @property
     def n_lists(self) -> int:
         return len(self.keys)
+
+    @cached_property
+    def segments(self) -> tuple[IntArray, IntArray]:
+        """(list id, 0-based rank) of every document, computed once per batch."""
+        return _segment_ids(self.offsets)
 
     @classmethod
     def from_lists(cls, keys: Sequence[str], lists: Sequence[JudgedList], max_level: float) -> RankedBatch:
@@ -97,8 +103,9 @@ def _segment_sum(ids: IntArray, weights: FloatArray, n: int) -> FloatArray:
     return np.bincount(ids, weights=weights, minlength=n).astype(np.float64)
 
 
-def _dcg(gains: FloatArray, offsets: IntArray, k: int | None, gain: Gain, discount: Discount) -> FloatArray:
-    ids, ranks = _segment_ids(offsets)
+def _dcg(gains: FloatArray, offsets: IntArray, k: int | None, gain: Gain, discount: Discount,
+         segments: tuple[IntArray, IntArray] | None = None) -> FloatArray:
+    ids, ranks = _segment_ids(offsets) if segments is None else segments
     n = offsets.size - 1
     if gains.size == 0:
         return np.zeros(n, dtype=np.float64)
@@ -121,7 +128,7 @@ def _err(batch: RankedBatch, k: int | None, p: float) -> FloatArray:
     if n * width > _PADDED_LIMIT:
         measure = Measure("ERR", k, (("p", p),) if p != 1.0 else ())
         return np.array([compute(measure, batch.judged_list(g)) or 0.0 for g in range(n)])
-    ids, ranks = _segment_ids(batch.offsets)
+    ids, ranks = batch.segments
     keep = ranks < width
     r = np.zeros((n, width), dtype=np.float64)
     r[ids[keep], ranks[keep]] = satisfaction(batch.levels[keep], batch.max_level)
@@ -135,7 +142,7 @@ def _err(batch: RankedBatch, k: int | None, p: float) -> FloatArray:
 def measure_values(measure: Measure, batch: RankedBatch) -> list[float | None]:
     """Per-list values of one measure for every list of the batch."""
     k, name, n = measure.cutoff, measure.name, batch.n_lists
-    ids, ranks = _segment_ids(batch.offsets)
+    ids, ranks = batch.segments
     values: FloatArray
     if name in {"DCG", "nDCG", "CG"}:
         gain: Gain = "exponential" if name != "CG" and measure.param("gain") == "exp" else "linear"
@@ -143,7 +150,7 @@ def measure_values(measure: Measure, batch: RankedBatch) -> list[float | None]:
         if name == "CG":
             values = _segment_sum(ids, _top(ranks, batch.gains, k), n)
         else:
-            values = _dcg(batch.gains, batch.offsets, k, gain, discount)
+            values = _dcg(batch.gains, batch.offsets, k, gain, discount, batch.segments)
         if name == "nDCG":
             ideal = _dcg(batch.pool_gains, batch.pool_offsets, k, gain, discount)
             values = np.divide(values, ideal, out=np.zeros(n, dtype=np.float64), where=ideal != 0.0)

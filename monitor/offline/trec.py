@@ -39,9 +39,10 @@ FloatArray = npt.NDArray[np.float64]
 
 @dataclass(frozen=True)
 class Qrels:
-    """Judgments: one row per (query, document)."""
+    """Judgments: one row per (query, document); query ids as indices into ``queries``."""
 
-    qid: pa.Array
+    queries: pa.Array
+    query_index: npt.NDArray[np.int64]
     docno: pa.Array
     gains: FloatArray
     levels: FloatArray
@@ -51,32 +52,56 @@ class Qrels:
 
 @dataclass(frozen=True)
 class Run:
-    """A run: one row per retrieved (query, document)."""
+    """A run: one row per retrieved (query, document); query ids as indices into ``queries``."""
 
-    qid: pa.Array
+    queries: pa.Array
+    query_index: npt.NDArray[np.int64]
     docno: pa.Array
     scores: FloatArray
 
+    @property
+    def qid(self) -> pa.Array:
+        return self.queries.take(pa.array(self.query_index))
+
 
 def _normalise(data: bytes) -> bytes:
-    """Single spaces between fields, none at line ends (only when the file needs it)."""
-    if b"\t" in data or b"  " in data or b" \n" in data or b"\n " in data or b"\r" in data \
-            or data.startswith(b" ") or b"\f" in data or b"\v" in data:
-        data = _EDGES.sub(b"", _BLANKS.sub(b" ", data))
-    return data
+    """Single spaces between fields, none at line ends."""
+    return _EDGES.sub(b"", _BLANKS.sub(b" ", data))
 
 
-def _read_table(path: Path, fields: tuple[str, ...], keep: list[str]) -> pa.Table:
-    data = _normalise(path.read_bytes())
+def _parse(data: bytes, fields: tuple[str, ...], types: dict[str, pa.DataType]) -> pa.Table:
     return pacsv.read_csv(
         io.BytesIO(data),
-        read_options=pacsv.ReadOptions(column_names=list(fields), use_threads=True, block_size=1 << 24),
+        read_options=pacsv.ReadOptions(column_names=list(fields), use_threads=True, block_size=1 << 22),
         parse_options=pacsv.ParseOptions(delimiter=" ", quote_char=False, escape_char=False,
                                          double_quote=False, newlines_in_values=False),
-        convert_options=pacsv.ConvertOptions(column_types={f: pa.string() for f in keep},
-                                             include_columns=keep, strings_can_be_null=False,
-                                             quoted_strings_can_be_null=False),
+        convert_options=pacsv.ConvertOptions(column_types=types, include_columns=list(types),
+                                             strings_can_be_null=False, quoted_strings_can_be_null=False),
     )
+
+
+def _read_table(path: Path, fields: tuple[str, ...], types: dict[str, pa.DataType]) -> pa.Table:
+    """Parse with single-space separators; if that fails, or the file has tabs, normalise blanks first."""
+    data = path.read_bytes()
+    if b"\t" not in data:
+        try:
+            return _parse(data, fields, types)
+        except pa.ArrowInvalid:
+            pass
+    return _parse(_normalise(data), fields, types)
+
+
+def _indexed(column: pa.ChunkedArray) -> tuple[pa.Array, npt.NDArray[np.int64]]:
+    """(distinct values, index of each row) of a dictionary-typed column."""
+    unified = column.unify_dictionaries()
+    if unified.num_chunks == 0:
+        return pa.array([], pa.string()), np.zeros(0, dtype=np.int64)
+    indices = [np.asarray(chunk.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+               for chunk in unified.chunks]
+    return unified.chunk(0).dictionary, np.concatenate(indices)
+
+
+DICT = pa.dictionary(pa.int32(), pa.string())
 
 
 def _scan(path: Path, fields: tuple[str, ...], check: Callable[[list[str]], str | None]) -> None:
@@ -109,9 +134,16 @@ def _first_line_where(path: Path, predicate: Callable[[list[str]], bool], reason
     return InputError(str(path), None, reason.format(*([""] * 6)))
 
 
-def _check_duplicates(path: Path, qid: pa.Array, docno: pa.Array, what: str) -> None:
-    keys = pc.binary_join_element_wise(qid, docno, "\x1f")
-    if len(pc.unique(keys)) == len(keys):
+def _check_duplicates(path: Path, query_index: npt.NDArray[np.int64], docno: pa.Array, what: str) -> None:
+    """A document twice for one query: sort by (query, document) and compare neighbours."""
+    if len(docno) < 2:
+        return
+    order = pc.sort_indices(pa.table({"q": query_index, "d": docno}),
+                            sort_keys=[("q", "ascending"), ("d", "ascending")])
+    ordered = docno.take(order)
+    queries = query_index[np.asarray(order)]
+    same = np.asarray(pc.equal(ordered[1:], ordered[:-1])) & (queries[1:] == queries[:-1])
+    if not same.any():
         return
     seen: set[tuple[str, str]] = set()
 
@@ -128,17 +160,18 @@ def _check_duplicates(path: Path, qid: pa.Array, docno: pa.Array, what: str) -> 
 def read_run(path: str | Path) -> Run:
     path = Path(path)
     try:
-        table = _read_table(path, RUN_FIELDS, ["qid", "docno", "score"])
-        scores = np.asarray(pc.cast(table["score"], pa.float64()).to_numpy(), dtype=np.float64)
+        table = _read_table(path, RUN_FIELDS, {"qid": DICT, "docno": pa.string(), "score": pa.float64()})
     except (pa.ArrowInvalid, UnicodeDecodeError):
         _scan(path, RUN_FIELDS, _check_run_fields)
         raise  # pragma: no cover - _scan always raises
+    scores = np.asarray(table["score"].to_numpy(), dtype=np.float64)
     if not np.isfinite(scores).all():
         raise _first_line_where(path, lambda p: not math.isfinite(float(p[4])),
                                 "score {4!r} of document {2} is not a finite number")
-    qid, docno = table["qid"].combine_chunks(), table["docno"].combine_chunks()
-    _check_duplicates(path, qid, docno, "retrieved")
-    return Run(qid, docno, scores)
+    queries, query_index = _indexed(table["qid"])
+    docno = table["docno"].combine_chunks()
+    _check_duplicates(path, query_index, docno, "retrieved")
+    return Run(queries, query_index, docno, scores)
 
 
 def _check_run_fields(parts: list[str]) -> str | None:
@@ -154,14 +187,13 @@ def _check_run_fields(parts: list[str]) -> str | None:
 def read_qrels(path: str | Path, scale: Scale) -> Qrels:
     path = Path(path)
     try:
-        table = _read_table(path, QRELS_FIELDS, ["qid", "docno", "grade"])
+        table = _read_table(path, QRELS_FIELDS, {"qid": DICT, "docno": pa.string(), "grade": DICT})
     except (pa.ArrowInvalid, UnicodeDecodeError):
         _scan(path, QRELS_FIELDS, lambda parts: _check_grade(parts[3], scale))
         raise  # pragma: no cover
-    grades = pc.dictionary_encode(table["grade"].combine_chunks())
-    names = grades.dictionary.to_pylist()
+    names, index = _indexed(table["grade"])
     gains, levels, relevant = [], [], []
-    for name in names:
+    for name in names.to_pylist():
         try:
             grade = scale.parse(name)
         except GradeError as error:
@@ -169,16 +201,16 @@ def read_qrels(path: str | Path, scale: Scale) -> Qrels:
         gains.append(grade.gain)
         levels.append(float(grade.level))
         relevant.append(1.0 if grade.relevant else 0.0)
-    index = np.asarray(grades.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    qid, docno = table["qid"].combine_chunks(), table["docno"].combine_chunks()
-    _check_duplicates(path, qid, docno, "judged")
+    queries, query_index = _indexed(table["qid"])
+    docno = table["docno"].combine_chunks()
+    _check_duplicates(path, query_index, docno, "judged")
     level_array = np.asarray(levels, dtype=np.float64)[index]
     if isinstance(scale, TrecScale):
         max_level = float(scale.max_level if scale.max_level is not None
                           else max(level_array.max(initial=0.0), 0.0))
     else:
         max_level = float(scale.max_level)
-    return Qrels(qid, docno, np.asarray(gains, dtype=np.float64)[index], level_array,
+    return Qrels(queries, query_index, docno, np.asarray(gains, dtype=np.float64)[index], level_array,
                  np.asarray(relevant, dtype=np.float64)[index], max_level)
 
 
