@@ -18,7 +18,6 @@ import statistics
 from collections.abc import Sequence
 from typing import TypeVar
 
-import brute_force as bf
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -29,6 +28,7 @@ from monitor.core.grades import SEED_SCALE
 from monitor.core.judged import JudgedList
 from monitor.core.measures import parse_measure
 from monitor.core.metrics import PairCounts, pair_counts
+from tests.unit import brute_force as bf
 
 PROPERTY = settings(max_examples=200, deadline=None)
 

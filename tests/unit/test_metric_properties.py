@@ -15,7 +15,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import brute_force as bf
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -41,6 +40,7 @@ from monitor.core.metrics import (
     reciprocal_rank,
     seed_average_precision,
 )
+from tests.unit import brute_force as bf
 
 PROPERTY = settings(max_examples=200, deadline=None)
 

@@ -1,0 +1,1 @@
+"""Unit, property and merge tests of the pure core (no services)."""
