@@ -65,7 +65,7 @@ def compute(measure: Measure, judged: JudgedList) -> float | None:
     if name == "PNR":
         return list_pair_counts(judged).pnr(cast(TieConvention, measure.param("ties")))
     if name == "KendallTau":
-        return float(kendall_tau_distance(judged.levels))
+        return float(kendall_tau_distance(judged.levels[judged.judged]))
     raise ValueError(f"no provider for measure {measure}")
 
 

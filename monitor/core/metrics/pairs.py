@@ -76,8 +76,9 @@ def pair_counts(grades: ArrayLike, scores: ArrayLike) -> PairCounts:
     if np.isnan(s).any() or np.isnan(y).any():
         raise ValueError("grades and scores must not be NaN")
     upper = np.triu_indices(y.size, k=1)
-    ds = np.sign(s[:, None] - s[None, :])[upper]
-    dy = np.sign(y[:, None] - y[None, :])[upper]
+    # comparisons, not differences: inf − inf would be NaN
+    ds = (np.greater(s[:, None], s[None, :]).astype(np.int8) - np.less(s[:, None], s[None, :]))[upper]
+    dy = (np.greater(y[:, None], y[None, :]).astype(np.int8) - np.less(y[:, None], y[None, :]))[upper]
     ordered = ds != 0
     product = ds * dy
     return PairCounts(
