@@ -1,0 +1,213 @@
+"""The set of local servers that ``monitor services up`` started, recorded in ``<workdir>/state.json``.
+
+``up`` installs what is missing, starts the chosen servers in parallel, waits until each really answers
+and records pid, argument vector, ports and timings; ``down`` stops exactly the processes recorded there
+(and only while ``/proc`` still shows the recorded command); ``status`` probes them and reports the
+last ``up``'s time to all-ready, cold (Kafka jars downloaded) or warm (jars cached).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from monitor.services.alertmanager import AlertmanagerServer
+from monitor.services.install import BINARIES_OF, REPO_ROOT, ensure_binaries, ensure_kafka_jars
+from monitor.services.kafka import KAFKA_VERSION, KafkaServer
+from monitor.services.ports import LOOPBACK, port_in_use
+from monitor.services.process import ServerProcess, ServiceError
+from monitor.services.prometheus import DEFAULT_METRICS_PORT, PrometheusServer
+from monitor.services.redis_server import RedisServer
+from monitor.services.server import LocalServer
+
+Echo = Callable[[str], None]
+
+SERVICES: tuple[str, ...] = ("kafka", "redis", "prometheus", "alertmanager")
+
+#: Ports used by ``up`` unless told otherwise: away from the defaults (9092, 6379, 9090, 9093) so that
+#: a system-wide service or another project on the same machine does not get in the way.
+DEFAULT_PORTS: dict[str, int] = {
+    "kafka": 19092,
+    "kafka-controller": 19091,
+    "redis": 16379,
+    "prometheus": 19090,
+    "alertmanager": 19093,
+    "metrics": DEFAULT_METRICS_PORT,
+}
+
+
+def default_workdir() -> Path:
+    """``$MONITOR_SERVICES_DIR`` or ``.services/`` in the repository root."""
+    configured = os.environ.get("MONITOR_SERVICES_DIR")
+    return Path(configured).expanduser().resolve() if configured else REPO_ROOT / ".services"
+
+
+def build_server(name: str, workdir: Path, ports: Mapping[str, int]) -> LocalServer:
+    """The server object for ``name`` with the given ports (see :data:`DEFAULT_PORTS` for the keys)."""
+    if name == "kafka":
+        return KafkaServer(workdir, ports["kafka"], ports["kafka-controller"])
+    if name == "redis":
+        return RedisServer(workdir, ports["redis"])
+    if name == "alertmanager":
+        return AlertmanagerServer(workdir, ports["alertmanager"])
+    if name == "prometheus":
+        alertmanager = f"{LOOPBACK}:{ports['alertmanager']}"
+        return PrometheusServer(
+            workdir, ports["prometheus"], alertmanager=alertmanager, metrics_port=ports["metrics"]
+        )
+    raise ValueError(f"unknown service {name!r}; accepted: {', '.join(SERVICES)}")
+
+
+@dataclass
+class State:
+    """What ``state.json`` holds: one record per running server, and the timing of the last ``up``."""
+
+    path: Path
+    services: dict[str, dict[str, Any]] = field(default_factory=dict)
+    last_up: dict[str, Any] | None = None
+
+    @classmethod
+    def load(cls, workdir: Path) -> State:
+        path = workdir / "state.json"
+        if not path.exists():
+            return cls(path)
+        data = json.loads(path.read_text())
+        return cls(path, dict(data.get("services", {})), data.get("last_up"))
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        payload = {"services": self.services, "last_up": self.last_up}
+        self.path.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+
+    def process(self, name: str) -> ServerProcess:
+        record = self.services[name]
+        return ServerProcess.attach(name, record["argv"], int(record["pid"]), record.get("start_time"))
+
+    def server(self, name: str, workdir: Path) -> LocalServer:
+        record = self.services[name]
+        server = build_server(name, workdir, {**DEFAULT_PORTS, **record["ports"]})
+        server.process = self.process(name)
+        return server
+
+
+@dataclass(frozen=True)
+class UpReport:
+    """What ``up`` did: the servers now running, seconds each took, and the total."""
+
+    started: dict[str, float]
+    already_running: list[str]
+    addresses: dict[str, str]
+    total_seconds: float
+    jars_downloaded: bool | None  # None: Kafka was not started
+
+
+def _start_and_wait(server: LocalServer) -> float:
+    started = time.monotonic()
+    server.start()
+    server.wait_ready()
+    return time.monotonic() - started
+
+
+def up(workdir: Path, names: Sequence[str], ports: Mapping[str, int], echo: Echo) -> UpReport:
+    """Start every server in ``names`` that is not already running; raise :class:`ServiceError` if any fails.
+
+    Servers are started in parallel. If one fails, those started by this call are stopped again and the
+    error (with log tails) is raised; servers that were already running are left alone.
+    """
+    began = time.monotonic()
+    state = State.load(workdir)
+    running = [name for name in names if name in state.services and state.process(name).alive()]
+    for name in running:
+        ports = {**ports, **state.services[name]["ports"]}
+    wanted = [name for name in names if name not in running]
+    ensure_binaries([binary for name in wanted for binary in BINARIES_OF[name]], echo)
+    downloaded = ensure_kafka_jars(KAFKA_VERSION, echo) if "kafka" in wanted else None
+
+    servers = [build_server(name, workdir, ports) for name in wanted]
+    for server in servers:
+        for role, port in server.ports().items():
+            if port_in_use(port):
+                raise ServiceError(
+                    f"port {port} for {role} is in use; choose another (--{role}-port) or --free-ports"
+                )
+
+    timings: dict[str, float] = {}
+    errors: list[str] = []
+    with ThreadPoolExecutor(max_workers=max(1, len(servers))) as pool:
+        futures = {server.name: pool.submit(_start_and_wait, server) for server in servers}
+        for name, future in futures.items():
+            try:
+                timings[name] = future.result()
+            except ServiceError as error:
+                errors.append(str(error))
+    if errors:
+        for server in servers:
+            server.stop()
+        raise ServiceError("\n\n".join(errors))
+
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    for server in servers:
+        process = server.process
+        if process is None:
+            raise ServiceError(f"{server.name} has no process after a successful start")
+        state.services[server.name] = {
+            "pid": process.pid,
+            "start_time": process.started,
+            "argv": process.argv,
+            "ports": server.ports(),
+            "address": server.address,
+            "log": str(server.log_paths()[-1]),
+            "started_at": now,
+            "ready_seconds": round(timings[server.name], 3),
+        }
+    total = time.monotonic() - began
+    if servers:
+        state.last_up = {
+            "at": now,
+            "services": wanted,
+            "seconds_to_all_ready": round(total, 3),
+            "kafka_jars": {True: "downloaded", False: "cached", None: "not used"}[downloaded],
+        }
+    state.save()
+    addresses = {name: state.services[name]["address"] for name in names}
+    return UpReport(timings, running, addresses, total, downloaded)
+
+
+def down(workdir: Path, echo: Echo, purge: bool = False) -> list[str]:
+    """Stop the servers recorded by ``up`` (only those); with ``purge`` also delete the working folder."""
+    state = State.load(workdir)
+    stopped = []
+    for name in list(state.services):
+        process = state.process(name)
+        if process.alive():
+            process.stop()
+            stopped.append(name)
+            echo(f"{name:<13} stopped (pid {process.pid})")
+        else:
+            echo(f"{name:<13} was not running")
+        del state.services[name]
+    if state.path.exists():
+        state.save()
+    if purge and workdir.exists():
+        shutil.rmtree(workdir)
+        echo(f"removed {workdir}")
+    return stopped
+
+
+def status(workdir: Path) -> dict[str, Any]:
+    """Each recorded server with whether its process runs and whether it answers; and the last ``up``."""
+    state = State.load(workdir)
+    services = {}
+    for name, record in state.services.items():
+        server = state.server(name, workdir)
+        alive = server.process is not None and server.process.alive()
+        services[name] = {**record, "running": alive, "answers": alive and server.answers()}
+    return {"workdir": str(workdir), "services": services, "last_up": state.last_up}
