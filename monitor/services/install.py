@@ -44,7 +44,7 @@ PACKAGE_OF: dict[str, str] = {
 
 #: The binaries each server needs.
 BINARIES_OF: dict[str, tuple[str, ...]] = {
-    "kafka": ("java", "mvn"),
+    "kafka": ("java",),  # and mvn, but only when the jars are not cached yet (ensure_kafka_jars)
     "redis": ("redis-server",),
     "prometheus": ("prometheus", "promtool"),
     "alertmanager": ("prometheus-alertmanager", "amtool"),
