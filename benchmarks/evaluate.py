@@ -69,7 +69,8 @@ def timed(args: list[str]) -> tuple[float, int, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--queries", type=int, default=20_000)
     parser.add_argument("--docs", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=5)
