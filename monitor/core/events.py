@@ -22,11 +22,38 @@ DEPLOY_KINDS = ("deploy", "canary_start", "canary_end", "rollback")
 
 
 class EventError(MonitorError):
-    """An invalid event: ``field`` names where (dotted path), ``reason`` says why."""
+    """An invalid event: ``field`` names where (dotted path), ``reason`` says why, ``code`` is one of
+    :data:`REASON_CODES` (a bounded set, fit for a metric label)."""
 
     def __init__(self, field: str, reason: str) -> None:
         self.field, self.reason = field, reason
+        self.code = reason_code(reason)
         super().__init__(f"{field}: {reason}" if field else reason)
+
+
+_CODES = (
+    ("not UTF-8", "invalid_utf8"),
+    ("invalid JSON", "invalid_json"),
+    ("unknown schema version", "unknown_schema"),
+    ("unknown event type", "unknown_type"),
+    ("unknown grade", "unknown_grade"),
+    ("longer than", "oversized"),
+    ("more than the limit", "too_many_items"),
+    ("not a finite number", "non_finite"),
+    ("position", "bad_position"),
+    ("shown twice", "duplicate_document"),
+    ("missing", "missing_field"),
+    ("expected", "wrong_type"),
+)
+REASON_CODES = (*(code for _, code in _CODES), "invalid_value")
+
+
+def reason_code(reason: str) -> str:
+    """The bounded code of a rejection reason."""
+    for fragment, code in _CODES:
+        if fragment in reason:
+            return code
+    return "invalid_value"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,85 @@
+"""The stream's settings, validated at construction (errors name the setting and the bad value)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from monitor.core.errors import MonitorError
+from monitor.core.events import BUCKETS
+
+DEFAULT_WINDOWS: Mapping[str, float] = {"15m": 900.0, "1h": 3600.0, "24h": 86400.0}
+
+
+class ConfigError(MonitorError):
+    """A setting with a bad value."""
+
+
+def _per_bucket(name: str, values: Mapping[str, float], minimum: float) -> None:
+    missing = [b for b in BUCKETS if b not in values]
+    extra = [b for b in values if b not in BUCKETS]
+    if missing or extra:
+        raise ConfigError(f"{name} needs exactly the buckets {', '.join(BUCKETS)}; "
+                          f"missing {missing}, unknown {extra}")
+    for bucket, value in values.items():
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= minimum):
+            raise ConfigError(f"{name}[{bucket}] must be a number ≥ {minimum}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """What the join, the windows, the buckets and the sampling do. Times are event-time seconds."""
+
+    k: Mapping[str, int] = field(default_factory=lambda: {"head": 40, "torso": 20, "tail": 20})
+    join_window: float = 3600.0          # a session waits this long (event time) for its labels
+    min_coverage: float = 0.8            # share of the top k that must be labelled to score at close
+    state_ttl: float = 3 * 86400.0       # how long session state is kept for late labels and corrections
+    windows: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_WINDOWS))
+    slices_per_window: int = 15          # a rolling window is the merge of this many time slices
+    budget_period: float = 3600.0        # annotation budget per bucket per this many seconds
+    budget: Mapping[str, float] = field(default_factory=lambda: {"head": 2000.0, "torso": 2000.0,
+                                                                 "tail": 2000.0})
+    frequency_window: float = 86400.0    # trailing window of the query-frequency estimate
+    frequency_slices: int = 24
+    head_min_frequency: float = 1000.0   # queries seen at least this often in the window are head
+    torso_min_frequency: float = 50.0    # ... this often torso, the rest tail
+    sketch_width: int = 2048
+    sketch_depth: int = 4
+    max_closes_per_step: int = 200
+
+    def __post_init__(self) -> None:
+        _per_bucket("k", self.k, 1)
+        for bucket, k in self.k.items():
+            if not isinstance(k, int) or isinstance(k, bool):
+                raise ConfigError(f"k[{bucket}] must be an integer, got {k!r}")
+        _per_bucket("budget", self.budget, 0)
+        positive = {"join_window": self.join_window, "state_ttl": self.state_ttl,
+                    "budget_period": self.budget_period, "frequency_window": self.frequency_window}
+        for name, value in positive.items():
+            if not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
+        if self.state_ttl < self.join_window:
+            raise ConfigError(f"state_ttl ({self.state_ttl}) must be at least "
+                              f"join_window ({self.join_window})")
+        if not 0.0 <= self.min_coverage <= 1.0:
+            raise ConfigError(f"min_coverage must be in [0, 1], got {self.min_coverage!r}")
+        if not self.windows:
+            raise ConfigError("windows must name at least one rolling window")
+        for name, seconds in self.windows.items():
+            if not name or not name.replace("_", "").isalnum():
+                raise ConfigError(f"window name {name!r} must be alphanumeric (it is a label value)")
+            if not (math.isfinite(seconds) and seconds > 0):
+                raise ConfigError(f"window {name} must be a positive number of seconds, got {seconds!r}")
+        for name, count in {"slices_per_window": self.slices_per_window,
+                            "frequency_slices": self.frequency_slices, "sketch_width": self.sketch_width,
+                            "sketch_depth": self.sketch_depth,
+                            "max_closes_per_step": self.max_closes_per_step}.items():
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {count!r}")
+        if not 0 <= self.torso_min_frequency <= self.head_min_frequency:
+            raise ConfigError("need 0 ≤ torso_min_frequency ≤ head_min_frequency, got "
+                              f"{self.torso_min_frequency} and {self.head_min_frequency}")
+
+    def slice_width(self, window: str) -> float:
+        return self.windows[window] / self.slices_per_window

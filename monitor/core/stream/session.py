@@ -1,0 +1,66 @@
+"""A session waiting in (or done with) the join, serialisable to one JSON string for the state store."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+Status = Literal["pending", "scored", "expired"]
+
+
+def query_key(query: str) -> str:
+    """A stable, fixed-length key for a query's text (the text itself is never a key or a label)."""
+    return hashlib.blake2b(query.encode("utf-8"), digest_size=12, person=b"query-key").hexdigest()
+
+
+@dataclass
+class SessionRecord:
+    """One sampled session: what was shown (top k), its labels (doc → grade level) and its status.
+
+    ``contribution`` is what the session added to the aggregates (its slice is fixed by ``ts``), kept so
+    a correction or a late label can take it back exactly before adding the new one.
+    """
+
+    session_id: str
+    query_key: str
+    bucket: str
+    ranker: str
+    variant: str
+    ts: float
+    k: int
+    docs: list[str]
+    scores: list[float] | None
+    deadline: float
+    labels: dict[str, int] = field(default_factory=dict)
+    status: Status = "pending"
+    contribution: dict[str, float] | None = None
+    scored_at: float | None = None
+
+    @property
+    def group(self) -> str:
+        return group_key(self.bucket, self.ranker, self.variant)
+
+    def coverage(self) -> float:
+        return sum(1 for d in self.docs if d in self.labels) / len(self.docs) if self.docs else 0.0
+
+    def complete(self) -> bool:
+        return all(d in self.labels for d in self.docs)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> SessionRecord:
+        return cls(**json.loads(text))
+
+
+def group_key(bucket: str, ranker: str, variant: str) -> str:
+    """``bucket|ranker|variant``: the aggregation group (bounded label values are chosen at export)."""
+    return f"{bucket}|{ranker}|{variant}"
+
+
+def split_group(key: str) -> tuple[str, str, str]:
+    bucket, ranker, variant = key.split("|", 2)
+    return bucket, ranker, variant

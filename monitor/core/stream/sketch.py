@@ -1,0 +1,43 @@
+"""A count-min sketch (Cormode & Muthukrishnan 2005) of query frequencies over a trailing window.
+
+Memory is ``depth × width`` counters per time slice, whatever the number of distinct queries. The
+estimate of a query's count is min over rows of its counters summed over the window's slices: never
+below the true count, above it by at most ε·N with probability 1 − δ for width ⌈e/ε⌉, depth ⌈ln 1/δ⌉.
+Cells come from a keyed BLAKE2b hash, so every worker and every restart maps a query to the same cells.
+
+>>> cells = sketch_cells("蓝牙耳机", width=2048, depth=4)
+>>> len(cells), all(0 <= c < 2048 for _, c in cells)
+(4, True)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+
+Cell = tuple[int, int]
+
+
+def sketch_cells(query: str, width: int, depth: int) -> list[Cell]:
+    digest = hashlib.blake2b(query.encode("utf-8"), digest_size=8 * depth, person=b"cms-query").digest()
+    return [(row, int.from_bytes(digest[8 * row:8 * row + 8], "little") % width) for row in range(depth)]
+
+
+def cell_field(cell: Cell) -> str:
+    return f"{cell[0]}:{cell[1]}"
+
+
+def estimate(cells: Sequence[Cell], slices: Sequence[Mapping[str, float]]) -> float:
+    """min over rows of the cell's count summed over slices (0 for an empty sketch)."""
+    if not cells:
+        return 0.0
+    return min(sum(counts.get(cell_field(cell), 0.0) for counts in slices) for cell in cells)
+
+
+def classify(frequency: float, head_min: float, torso_min: float) -> str:
+    """head / torso / tail from an estimated count over the frequency window."""
+    if frequency >= head_min:
+        return "head"
+    if frequency >= torso_min:
+        return "torso"
+    return "tail"

@@ -1,0 +1,109 @@
+"""Per-session contributions and the flat, mergeable statistics they fold into.
+
+A :class:`Stats` is a mapping field → number whose merge is field-wise addition, so it maps one to one
+onto a Redis hash updated with ``HINCRBYFLOAT`` and onto in-process dicts. A scored session contributes
+
+    sessions = 1, dcg, dcg_sq, ndcg, ndcg_sq, rr, coverage, concordant, discordant, grade_tied, score_tied
+
+and an expired one ``expired = 1, expired_coverage``. Derived values (:func:`summarise`): mean DCG@k with a
+95% normal-approximation interval, mean NDCG@k, PNR from summed pair counts (both tie conventions), mean
+RR, label coverage over scored and expired sessions. Empty statistics give None, never 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from monitor.core.aggregates import Mean
+from monitor.core.evaluation import list_pair_counts
+from monitor.core.judged import JudgedList
+from monitor.core.metrics import dcg, ndcg, reciprocal_rank
+from monitor.core.metrics.pairs import PairCounts
+
+Stats = dict[str, float]
+
+SCORED_FIELDS = ("sessions", "dcg", "dcg_sq", "ndcg", "ndcg_sq", "rr", "coverage",
+                 "concordant", "discordant", "grade_tied", "score_tied")
+EXPIRED_FIELDS = ("expired", "expired_coverage")
+FIELDS = SCORED_FIELDS + EXPIRED_FIELDS
+
+
+def session_stats(judged: JudgedList, k: int) -> Stats:
+    """The contribution of one scored session: its top-k list with labels."""
+    value = dcg(judged.gains, k)
+    normalised = ndcg(judged.gains, judged.pool_gains, k)
+    top = JudgedList(judged.gains[:k], judged.levels[:k], judged.relevant[:k], judged.judged[:k],
+                     judged.scores[:k], judged.pool_gains, judged.n_relevant, judged.max_level)
+    pairs = list_pair_counts(top)
+    return {
+        "sessions": 1.0, "dcg": value, "dcg_sq": value * value, "ndcg": normalised,
+        "ndcg_sq": normalised * normalised, "rr": reciprocal_rank(judged.relevant, k),
+        "coverage": top.coverage() or 0.0, "concordant": float(pairs.concordant),
+        "discordant": float(pairs.discordant), "grade_tied": float(pairs.grade_tied),
+        "score_tied": float(pairs.score_tied),
+    }
+
+
+def expired_stats(coverage: float) -> Stats:
+    return {"expired": 1.0, "expired_coverage": coverage}
+
+
+def add(into: Stats, delta: Mapping[str, float], sign: float = 1.0) -> None:
+    for name, value in delta.items():
+        into[name] = into.get(name, 0.0) + sign * value
+
+
+def merged(parts: Iterable[Mapping[str, float]]) -> Stats:
+    out: Stats = {}
+    for part in parts:
+        add(out, part)
+    return out
+
+
+def negated(delta: Mapping[str, float]) -> Stats:
+    return {name: -value for name, value in delta.items()}
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What the exporter shows for one group and window. None: no data."""
+
+    sessions: int
+    expired: int
+    dcg: float | None
+    dcg_ci: tuple[float, float] | None
+    ndcg: float | None
+    pnr: float | None
+    pnr_skip_ties: float | None
+    rr: float | None
+    coverage: float | None
+    pairs: PairCounts
+
+
+def _count(stats: Mapping[str, float], name: str) -> int:
+    return round(stats.get(name, 0.0))
+
+
+def summarise(stats: Mapping[str, float]) -> Summary:
+    n = _count(stats, "sessions")
+    expired = _count(stats, "expired")
+    dcg_mean = Mean(n, stats.get("dcg", 0.0), stats.get("dcg_sq", 0.0))
+    pairs = PairCounts(_count(stats, "concordant"), _count(stats, "discordant"),
+                       _count(stats, "grade_tied"), _count(stats, "score_tied"))
+    judged = n + expired
+    coverage = ((stats.get("coverage", 0.0) + stats.get("expired_coverage", 0.0)) / judged
+                if judged > 0 else None)
+    return Summary(
+        sessions=n, expired=expired, dcg=dcg_mean.get(), dcg_ci=dcg_mean.confidence_interval(),
+        ndcg=stats.get("ndcg", 0.0) / n if n > 0 else None,
+        pnr=pairs.pnr("seed"), pnr_skip_ties=pairs.pnr("skip"),
+        rr=stats.get("rr", 0.0) / n if n > 0 else None,
+        coverage=None if coverage is None else min(max(coverage, 0.0), 1.0),
+        pairs=pairs,
+    )
+
+
+def finite_or_none(value: float | None) -> float | None:
+    return value if value is not None and not math.isnan(value) else None

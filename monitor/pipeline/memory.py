@@ -1,0 +1,221 @@
+"""The stream core with in-process state in place of Kafka and Redis (the embedded default).
+
+Events are submitted as raw bytes with their topic, validated exactly as the worker validates them
+(invalid ones become dead letters with their reason), routed to a partition by key, and run through the
+same :func:`monitor.core.stream.join.step`. Query-level judgments fan out to the query's sessions
+through the same path as session annotations, as the worker does through Kafka.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import zlib
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from monitor.core.events import (
+    DEFAULT_LIMITS,
+    Annotation,
+    Event,
+    EventError,
+    Impression,
+    Label,
+    Limits,
+    decode_event,
+)
+from monitor.core.grades import Scale
+from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.join import (
+    AnnotationRequest,
+    Labels,
+    Loaded,
+    Transition,
+    budget_period,
+    frequency_slices,
+    step,
+)
+from monitor.core.stream.rollup import Sliced, rollup, slice_keys
+from monitor.core.stream.session import SessionRecord, query_key
+from monitor.core.stream.stats import Stats, add
+
+TOPICS = ("impressions", "annotations", "deploys")
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    topic: str
+    partition: int
+    offset: int
+    code: str
+    field: str
+    reason: str
+    raw: bytes
+
+
+@dataclass
+class PartitionState:
+    watermark: float = -math.inf
+    offsets: dict[str, int] = field(default_factory=dict)
+    records: dict[str, SessionRecord] = field(default_factory=dict)
+    early: dict[str, Labels] = field(default_factory=dict)
+    deadlines: dict[str, float] = field(default_factory=dict)
+    heap: list[tuple[float, str]] = field(default_factory=list)
+    slices: dict[tuple[str, int], dict[str, Stats]] = field(default_factory=dict)
+    sketch: dict[int, dict[str, float]] = field(default_factory=dict)
+    budget: dict[tuple[str, int], float] = field(default_factory=dict)
+
+    def due(self, watermark: float, limit: int) -> list[SessionRecord]:
+        out: list[SessionRecord] = []
+        if not self.heap or self.heap[0][0] > watermark:
+            return out
+        for deadline, session_id in heapq.nsmallest(limit * 2, self.heap):
+            if deadline > watermark or len(out) >= limit:
+                break
+            if self.deadlines.get(session_id) == deadline:
+                out.append(self.records[session_id])
+        return out
+
+
+def partition_of(key: bytes | None, partitions: int) -> int:
+    return zlib.crc32(key or b"") % partitions
+
+
+class MemoryPipeline:
+    """The whole join-and-aggregate pipeline in one process."""
+
+    def __init__(self, config: StreamConfig, scale: Scale, partitions: int = 1,
+                 limits: Limits = DEFAULT_LIMITS) -> None:
+        if partitions < 1:
+            raise ValueError(f"partitions must be ≥ 1, got {partitions}")
+        self.config, self.scale, self.limits, self.partitions = config, scale, limits, partitions
+        self.state = [PartitionState() for _ in range(partitions)]
+        self.query_labels: dict[str, Labels] = {}
+        self.pending_queries: dict[str, set[tuple[int, str]]] = {}
+        self.counters: dict[tuple[str, str], float] = {}
+        self.totals_added: dict[str, Stats] = {}
+        self.totals_removed: dict[str, Stats] = {}
+        self.dead_letters: list[DeadLetter] = []
+        self.requests: list[AnnotationRequest] = []
+        self.deploys: list[Event] = []
+        self._queue: deque[tuple[int, Event]] = deque()
+
+    # -- input ----------------------------------------------------------------------------------------
+    def submit(self, topic: str, key: bytes | None, value: bytes) -> None:
+        """One raw event from ``topic``; invalid events become dead letters."""
+        partition = partition_of(key, self.partitions)
+        state = self.state[partition]
+        offset = state.offsets.get(topic, -1) + 1
+        state.offsets[topic] = offset
+        try:
+            if topic not in TOPICS:
+                raise EventError("topic", f"unknown topic {topic!r}")
+            event = decode_event(value, self.scale, self.limits)
+        except EventError as error:
+            self.dead_letters.append(DeadLetter(topic, partition, offset, error.code, error.field,
+                                                error.reason, value))
+            self._count("", f"dead_letter:{error.code}")
+            return
+        if isinstance(event, Impression | Annotation) and event.session_id is not None:
+            partition = partition_of(event.session_id.encode(), self.partitions)
+        self._queue.append((partition, event))
+        while self._queue:
+            self._process(*self._queue.popleft())
+
+    # -- one step -------------------------------------------------------------------------------------
+    def _load(self, partition: int, event: Event) -> Loaded:
+        state = self.state[partition]
+        loaded = Loaded(watermark=state.watermark)
+        if isinstance(event, Impression | Annotation) and event.session_id is not None:
+            loaded.record = state.records.get(event.session_id)
+            loaded.early_labels = dict(state.early.get(event.session_id, {}))
+        if isinstance(event, Impression):
+            loaded.query_labels = dict(self.query_labels.get(query_key(event.query), {}))
+            loaded.sketch = [state.sketch.get(i, {}) for i in frequency_slices(event.ts, self.config)]
+            period = budget_period(event.ts, self.config)
+            loaded.budget_used = {b: state.budget.get((b, period), 0.0) for b in self.config.k}
+        watermark = max(state.watermark, event.ts) if isinstance(event, Impression) else state.watermark
+        loaded.due = state.due(watermark, self.config.max_closes_per_step)
+        return loaded
+
+    def _process(self, partition: int, event: Event) -> None:
+        transition = step(event, self._load(partition, event), self.config, self.scale, self.partitions)
+        self._apply(partition, transition)
+
+    def _apply(self, partition: int, t: Transition) -> None:
+        state = self.state[partition]
+        state.watermark = t.watermark
+        for record in t.records:
+            state.records[record.session_id] = record
+        for session_id, labels in t.early_labels.items():
+            state.early[session_id] = labels
+        for session_id in t.drop_early_labels:
+            state.early.pop(session_id, None)
+        for session_id, deadline in t.deadlines.items():
+            state.deadlines[session_id] = deadline
+            heapq.heappush(state.heap, (deadline, session_id))
+        for session_id in t.drop_deadlines:
+            state.deadlines.pop(session_id, None)
+        while state.heap and state.heap[0][1] not in state.deadlines:
+            heapq.heappop(state.heap)
+        for ts, group, delta in t.deltas:
+            for slice_key in slice_keys(ts, self.config):
+                add(state.slices.setdefault(slice_key, {}).setdefault(group, {}), delta)
+            removal = delta.get("sessions", 0.0) + delta.get("expired", 0.0) < 0
+            target = self.totals_removed if removal else self.totals_added
+            add(target.setdefault(group, {}), delta, -1.0 if removal else 1.0)
+        for group, name, amount in t.counters:
+            self._count(group, name, amount)
+        for index, cell in t.sketch:
+            slot = state.sketch.setdefault(index, {})
+            slot[cell] = slot.get(cell, 0.0) + 1.0
+        if t.budget is not None:
+            state.budget[t.budget] = state.budget.get(t.budget, 0.0) + 1.0
+        for query, session_id in t.pending_queries:
+            self.pending_queries.setdefault(query, set()).add((partition, session_id))
+        self.requests.extend(t.requests)
+        self.deploys.extend(t.deploys)
+        if t.query_labels is not None:
+            key, labels = t.query_labels
+            self.query_labels.setdefault(key, {}).update(labels)
+            self._fan_out(key, labels)
+
+    def _fan_out(self, key: str, labels: Labels) -> None:
+        """Query-level judgments become session annotations for the query's sessions in the join."""
+        for partition, session_id in sorted(self.pending_queries.get(key, set())):
+            record = self.state[partition].records.get(session_id)
+            if record is None:
+                continue
+            grades = tuple(Label(doc, self.scale.parse(level)) for doc, level in sorted(labels.items()))
+            self._queue.append((partition, Annotation(grades, session_id=session_id)))
+
+    def _count(self, group: str, name: str, delta: float = 1.0) -> None:
+        self.counters[(group, name)] = self.counters.get((group, name), 0.0) + delta
+
+    # -- output ---------------------------------------------------------------------------------------
+    @property
+    def watermark(self) -> float:
+        return max(s.watermark for s in self.state)
+
+    def advance(self, watermark: float) -> None:
+        """Move every partition's watermark forward (end of a replay) and close what is due."""
+        from monitor.core.stream.join import close_step
+
+        for partition, state in enumerate(self.state):
+            while True:
+                due = state.due(watermark, self.config.max_closes_per_step)
+                t = close_step(Loaded(watermark=state.watermark, due=due), watermark, self.config, self.scale)
+                self._apply(partition, t)
+                if not due:
+                    break
+
+    def windows(self, watermark: float | None = None) -> dict[tuple[str, str], Stats]:
+        sliced: list[Sliced] = [s.slices for s in self.state]
+        return rollup(sliced, self.watermark if watermark is None else watermark, self.config)
+
+    def counter(self, name: str, group: str = "") -> float:
+        return self.counters.get((group, name), 0.0)
+
+    def counter_totals(self, name: str) -> Mapping[str, float]:
+        return {g: v for (g, n), v in self.counters.items() if n == name}

@@ -1,0 +1,214 @@
+"""The stream core through the in-process pipeline: join semantics, confluence, offline recomputation."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+
+from monitor.core.grades import SEED_SCALE
+from monitor.core.metrics import dcg, ndcg, pair_counts
+from monitor.core.stream.config import ConfigError, StreamConfig
+from monitor.core.stream.sketch import classify, estimate, sketch_cells
+from monitor.core.stream.stats import summarise
+from monitor.pipeline.memory import MemoryPipeline
+
+GRADES = ["无", "低", "中", "高"]
+
+
+def impression(sid: str, ts: float, docs: list[str], bucket: str | None = "tail", query: str | None = None,
+               variant: str = "control", ranker: str = "r1") -> bytes:
+    event = {"type": "impression", "session_id": sid, "query": query or f"q-{sid}", "ranker": ranker,
+             "variant": variant, "ts": ts,
+             "results": [{"doc_id": d, "position": i + 1, "score": 100.0 - i} for i, d in enumerate(docs)]}
+    if bucket:
+        event["query_bucket"] = bucket
+    return json.dumps(event).encode()
+
+
+def label(sid: str, doc: str, level: int) -> bytes:
+    return json.dumps({"type": "annotation", "session_id": sid, "doc_id": doc, "grade": GRADES[level]},
+                      ensure_ascii=False).encode()
+
+
+def submit_all(pipeline: MemoryPipeline, events: list[tuple[str, bytes, bytes]]) -> None:
+    for topic, key, value in events:
+        pipeline.submit(topic, key, value)
+    pipeline.advance(math.inf)
+
+
+def test_config_errors_name_the_setting() -> None:
+    with pytest.raises(ConfigError, match=r"k needs exactly the buckets"):
+        StreamConfig(k={"head": 40})
+    with pytest.raises(ConfigError, match=r"min_coverage must be in \[0, 1\], got 1.5"):
+        StreamConfig(min_coverage=1.5)
+    with pytest.raises(ConfigError, match="state_ttl"):
+        StreamConfig(join_window=100, state_ttl=10)
+    with pytest.raises(ConfigError, match="window name"):
+        StreamConfig(windows={"1 h": 3600})
+
+
+def test_sketch_never_underestimates_and_classifies() -> None:
+    rng = random.Random(3)
+    counts: dict[str, int] = {}
+    sketch: dict[str, float] = {}
+    for _ in range(5000):
+        query = f"q{int(rng.paretovariate(1.2))}"
+        counts[query] = counts.get(query, 0) + 1
+        for row, col in sketch_cells(query, 256, 4):
+            sketch[f"{row}:{col}"] = sketch.get(f"{row}:{col}", 0.0) + 1
+    for query, true in counts.items():
+        guess = estimate(sketch_cells(query, 256, 4), [sketch])
+        assert true <= guess <= true + 0.05 * 5000
+    assert [classify(f, 100, 10) for f in (150, 100, 99, 10, 9)] == ["head", "head", "torso", "torso", "tail"]
+
+
+def test_early_labels_close_late_labels_and_corrections() -> None:
+    pipeline = MemoryPipeline(StreamConfig(join_window=100, min_coverage=0.5), SEED_SCALE)
+    submit_all(pipeline, [
+        ("annotations", b"s1", label("s1", "a", 3)),            # before its impression
+        ("impressions", b"s1", impression("s1", 1000, ["a", "b"])),
+        ("annotations", b"s1", label("s1", "b", 1)),            # completes s1: scored
+        ("impressions", b"s2", impression("s2", 1010, ["c", "d"])),
+        ("annotations", b"s2", label("s2", "c", 2)),            # half of s2
+        ("impressions", b"s3", impression("s3", 1200, ["e"])),   # watermark passes s2's deadline: scored at 0.5
+        ("annotations", b"s2", label("s2", "d", 3)),            # late label: re-scored
+        ("annotations", b"s1", label("s1", "b", 3)),            # correction: re-scored
+    ])
+    summary = summarise(pipeline.windows()[("1h", "tail|r1|control")])
+    s1 = 1 + 1 / math.log2(3)
+    s2 = 0.7 + 1 / math.log2(3)
+    assert summary.sessions == 2 and summary.expired == 1  # s3 never labelled: expired at the end
+    assert summary.dcg == pytest.approx((s1 + s2) / 2, abs=1e-12)
+    assert summary.pnr == 1.0  # s1: one grade-tied pair (positive); s2: one inversion
+    assert pipeline.counter("corrections", "tail|r1|control") == 1
+    assert pipeline.counter("scored", "tail|r1|control") == 2
+
+
+def test_invalid_events_become_dead_letters_with_codes() -> None:
+    pipeline = MemoryPipeline(StreamConfig(), SEED_SCALE)
+    bad = [b"{not json", b"\xff\xfe", b'{"type": "impression", "schema": 7}',
+           b'{"type": "annotation", "session_id": "s", "doc_id": "a", "grade": "great"}', b"[]"]
+    for raw in bad:
+        pipeline.submit("impressions", b"k", raw)
+    assert [d.code for d in pipeline.dead_letters] == ["invalid_json", "invalid_utf8", "unknown_schema",
+                                                       "unknown_grade", "wrong_type"]
+    assert all(d.raw == raw for d, raw in zip(pipeline.dead_letters, bad, strict=True))
+    assert pipeline.windows() == {}
+
+
+def random_stream(seed: int, sessions: int = 300) -> tuple[list[tuple[str, bytes, bytes]], dict[str, dict]]:
+    """Impressions and labels (with duplicates, corrections, some never labelled), and the truth."""
+    rng = random.Random(seed)
+    events: list[tuple[str, bytes, bytes]] = []
+    truth: dict[str, dict] = {}
+    for i in range(sessions):
+        sid = f"s{i}"
+        bucket = rng.choice(["head", "torso", "tail"])
+        docs = [f"d{i}-{j}" for j in range(rng.randint(1, 45))]
+        variant = rng.choice(["control", "canary"])
+        ts = 1000.0 + i * 7.0
+        events.append(("impressions", sid.encode(), impression(sid, ts, docs, bucket, variant=variant)))
+        final: dict[str, int] = {}
+        if rng.random() < 0.85:
+            for doc in docs:
+                if rng.random() < 0.9:
+                    level = rng.randint(0, 3)
+                    if rng.random() < 0.1:  # a wrong grade first, corrected later
+                        events.append(("annotations", sid.encode(), label(sid, doc, (level + 1) % 4)))
+                    events.append(("annotations", sid.encode(), label(sid, doc, level)))
+                    if rng.random() < 0.05:
+                        events.append(("annotations", sid.encode(), label(sid, doc, level)))
+                    final[doc] = level
+        truth[sid] = {"bucket": bucket, "variant": variant, "docs": docs, "labels": final}
+    return events, truth
+
+
+def reference(truth: dict[str, dict], config: StreamConfig) -> dict[str, dict[str, float]]:
+    """Offline recomputation per group with the metric functions directly."""
+    out: dict[str, dict[str, float]] = {}
+    gains = [0.0, 0.3, 0.7, 1.0]
+    for session in truth.values():
+        k = config.k[session["bucket"]]
+        top = session["docs"][:k]
+        labels = session["labels"]
+        group = out.setdefault(f"{session['bucket']}|r1|{session['variant']}",
+                               {"sessions": 0, "dcg": 0.0, "ndcg": 0.0, "pos": 0, "neg": 0, "expired": 0})
+        coverage = sum(d in labels for d in top) / len(top)
+        if coverage < config.min_coverage:
+            group["expired"] += 1
+            continue
+        shown = [gains[labels[d]] if d in labels else 0.0 for d in top]
+        pool = [gains[g] for g in labels.values()]
+        judged = [d for d in top if d in labels]
+        counts = pair_counts([labels[d] for d in judged], [100.0 - top.index(d) for d in judged])
+        group["sessions"] += 1
+        group["dcg"] += dcg(shown, k)
+        group["ndcg"] += ndcg(shown, pool, k)
+        group["pos"] += counts.positive("seed")
+        group["neg"] += counts.discordant
+    return out
+
+
+def interleave(events: list[tuple[str, bytes, bytes]], rng: random.Random) -> list[tuple[str, bytes, bytes]]:
+    """A random interleaving that keeps each (topic, key)'s order, as Kafka keeps a partition's order:
+    labels may overtake their impression, impressions overtake each other (closing sessions early)."""
+    queues: dict[tuple[str, bytes], list[tuple[str, bytes, bytes]]] = {}
+    for event in events:
+        queues.setdefault((event[0], event[1]), []).append(event)
+    pending = [list(reversed(q)) for q in queues.values()]
+    out = []
+    while pending:
+        queue = pending[rng.randrange(len(pending))]
+        out.append(queue.pop())
+        if not queue:
+            pending.remove(queue)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_any_interleaving_gives_the_offline_recomputation(seed: int) -> None:
+    config = StreamConfig(join_window=300, min_coverage=0.6,
+                          windows={"all": 10.0**7}, slices_per_window=1)
+    events, truth = random_stream(seed)
+    expected = reference(truth, config)
+    results = []
+    for order in range(3):
+        shuffled = interleave(events, random.Random(order)) if order else list(events)
+        pipeline = MemoryPipeline(config, SEED_SCALE, partitions=1 + order)
+        submit_all(pipeline, shuffled)
+        results.append(pipeline.windows())
+    for got in results:
+        for group, want in expected.items():
+            summary = summarise(got[("all", group)])
+            assert summary.sessions == want["sessions"] and summary.expired == want["expired"]
+            if want["sessions"]:
+                assert summary.dcg == pytest.approx(want["dcg"] / want["sessions"], abs=1e-9)
+                assert summary.ndcg == pytest.approx(want["ndcg"] / want["sessions"], abs=1e-9)
+                assert summary.pairs.positive("seed") == want["pos"]
+                assert summary.pairs.discordant == want["neg"]
+
+
+def test_sampling_keeps_to_the_budget_per_bucket() -> None:
+    config = StreamConfig(budget={"head": 5, "torso": 0, "tail": 2}, budget_period=3600)
+    pipeline = MemoryPipeline(config, SEED_SCALE)
+    for i in range(30):
+        bucket = ["head", "torso", "tail"][i % 3]
+        pipeline.submit("impressions", b"k", impression(f"s{i}", 100.0 + i, ["a"], bucket))
+    sampled = {b: pipeline.counter("sampled", f"{b}|r1|control") for b in ("head", "torso", "tail")}
+    assert sampled == {"head": 5, "torso": 0, "tail": 2}
+    assert len(pipeline.requests) == 7
+    assert pipeline.counter("impressions", "torso|r1|control") == 10
+
+
+def test_bucket_is_estimated_from_the_stream_when_missing() -> None:
+    config = StreamConfig(head_min_frequency=20, torso_min_frequency=5)
+    pipeline = MemoryPipeline(config, SEED_SCALE)
+    for i in range(40):
+        pipeline.submit("impressions", b"k", impression(f"h{i}", 100.0 + i, ["a"], None, query="popular"))
+    pipeline.submit("impressions", b"k", impression("rare", 200.0, ["a"], None, query="rare query"))
+    assert pipeline.counter("impressions", "head|r1|control") == 20  # after 20 sightings it is head
+    assert pipeline.counter("impressions", "torso|r1|control") == 15
+    assert pipeline.counter("impressions", "tail|r1|control") == 6
