@@ -39,6 +39,7 @@ from monitor.core.stream.join import (
 from monitor.core.stream.rollup import Sliced, rollup, slice_keys
 from monitor.core.stream.session import SessionRecord, query_key
 from monitor.core.stream.stats import Stats, add
+from monitor.export.snapshot import Snapshot
 
 TOPICS = ("impressions", "annotations", "deploys")
 
@@ -213,6 +214,12 @@ class MemoryPipeline:
     def windows(self, watermark: float | None = None) -> dict[tuple[str, str], Stats]:
         sliced: list[Sliced] = [s.slices for s in self.state]
         return rollup(sliced, self.watermark if watermark is None else watermark, self.config)
+
+    def snapshot(self) -> Snapshot:
+        """The state an exporter reads (see :class:`monitor.export.snapshot.Snapshot`)."""
+        return Snapshot(self.config, self.watermark, self.windows(), dict(self.counters),
+                        {g: dict(s) for g, s in self.totals_added.items()},
+                        {g: dict(s) for g, s in self.totals_removed.items()})
 
     def counter(self, name: str, group: str = "") -> float:
         return self.counters.get((group, name), 0.0)

@@ -1,0 +1,123 @@
+"""A Prometheus collector that computes every series at scrape time from a :class:`Snapshot`.
+
+Because values are computed from the shared state when scraped (not accumulated in the process), several
+workers reading the same Redis export the same global values, and dashboards must not sum across
+workers (take ``max`` or one instance). Series are listed in ``docs/metrics.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from monitor.core.stream.stats import FIELDS, Stats, add, summarise
+from monitor.export.labels import group_labels
+from monitor.export.snapshot import Snapshot
+
+WINDOW_LABELS = ["bucket", "k", "ranker", "variant", "window"]
+GROUP_LABELS = ["bucket", "ranker", "variant"]
+SHORT_LABELS = [*GROUP_LABELS, "window"]
+GAUGES: dict[str, tuple[str, str, list[str]]] = {
+    "dcg": ("dcg", "Mean DCG@k per scored session (linear gain, log2 discount)", WINDOW_LABELS),
+    "dcg_ci_lower": ("dcg_ci_lower", "Lower bound of the 95% interval of mean DCG@k", WINDOW_LABELS),
+    "dcg_ci_upper": ("dcg_ci_upper", "Upper bound of the 95% interval of mean DCG@k", WINDOW_LABELS),
+    "ndcg": ("ndcg", "Mean NDCG@k (ideal from all labelled documents of the query)", WINDOW_LABELS),
+    "pnr": ("pnr", "PNR: (concordant + grade-tied) / discordant pairs, summed over sessions", WINDOW_LABELS),
+    "pnr_strict": ("pnr_strict", "PNR leaving out grade-tied pairs: concordant / discordant", WINDOW_LABELS),
+    "rr": ("reciprocal_rank", "Mean reciprocal rank of the first relevant document", WINDOW_LABELS),
+    "sessions": ("sessions_scored", "Sessions scored in the window", SHORT_LABELS),
+    "expired": ("sessions_expired", "Sessions expired in the window", SHORT_LABELS),
+    "coverage": ("label_coverage", "Mean share of the top k labelled, over scored and expired sessions",
+                 SHORT_LABELS),
+}
+COUNTERS = {
+    "impressions": "Impression sessions seen",
+    "sampled": "Sessions sampled for annotation (annotation requests)",
+    "scored": "Sessions scored (first time)",
+    "expired": "Sessions expired below the coverage minimum (first time)",
+    "rescored": "Session contributions taken back for a re-score (corrections, late labels)",
+    "corrections": "Labels that changed an earlier grade",
+}
+
+
+class RelevanceCollector(Collector):
+    def __init__(self, source: Callable[[], Snapshot], max_rankers: int = 10, max_variants: int = 5,
+                 prefix: str = "search_relevance") -> None:
+        self.source, self.prefix = source, prefix
+        self.max_rankers, self.max_variants = max_rankers, max_variants
+
+    def _gauge(self, name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
+        return GaugeMetricFamily(f"{self.prefix}_{name}", doc, labels=labels)
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self.source()
+        weights: dict[str, float] = {}
+        for (group, name), value in snap.counters.items():
+            if group and name == "impressions":
+                weights[group] = weights.get(group, 0.0) + value
+        for _, group in snap.windows:
+            weights.setdefault(group, 0.0)
+        for group in list(snap.added) + list(snap.removed):
+            weights.setdefault(group, 0.0)
+        exported = group_labels(weights, self.max_rankers, self.max_variants)
+
+        windows: dict[tuple[str, tuple[str, str, str]], Stats] = {}
+        for (window, group), stats in snap.windows.items():
+            add(windows.setdefault((window, exported[group]), {}), stats)
+        families = {key: self._gauge(name, doc, labels) for key, (name, doc, labels) in GAUGES.items()}
+        for (window, (bucket, ranker, variant)), stats in sorted(windows.items()):
+            s = summarise(stats)
+            k = str(snap.config.k.get(bucket, ""))
+            labels = [bucket, k, ranker, variant, window]
+            values = {"dcg": s.dcg, "ndcg": s.ndcg, "pnr": s.pnr, "pnr_strict": s.pnr_skip_ties, "rr": s.rr}
+            for name, shown in values.items():
+                if shown is not None:
+                    families[name].add_metric(labels, shown)
+            if s.dcg_ci is not None:
+                families["dcg_ci_lower"].add_metric(labels, s.dcg_ci[0])
+                families["dcg_ci_upper"].add_metric(labels, s.dcg_ci[1])
+            short = [bucket, ranker, variant, window]
+            families["sessions"].add_metric(short, s.sessions)
+            families["expired"].add_metric(short, s.expired)
+            if s.coverage is not None:
+                families["coverage"].add_metric(short, s.coverage)
+        yield from families.values()
+
+        watermark = self._gauge("watermark_seconds", "Largest impression event time seen (Unix seconds)", [])
+        if math.isfinite(snap.watermark):
+            watermark.add_metric([], snap.watermark)
+        yield watermark
+        yield from self._counters(snap, exported)
+
+    def _counters(self, snap: Snapshot, exported: dict[str, tuple[str, str, str]]) -> Iterator[Metric]:
+        families = {name: CounterMetricFamily(f"{self.prefix}_{name}", doc, labels=GROUP_LABELS)
+                    for name, doc in COUNTERS.items()}
+        dead = CounterMetricFamily(f"{self.prefix}_dead_letters",
+                                   "Invalid events sent to the dead-letter topic", labels=["reason"])
+        merged: dict[tuple[str, tuple[str, str, str]], float] = {}
+        for (group, name), value in snap.counters.items():
+            if group and name in families:
+                merged[(name, exported[group])] = merged.get((name, exported[group]), 0.0) + value
+            elif not group and name.startswith("dead_letter:"):
+                dead.add_metric([name.split(":", 1)[1]], value)
+        for (name, labels), value in sorted(merged.items()):
+            families[name].add_metric(list(labels), value)
+        yield from families.values()
+        yield dead
+        for direction, source in (("added", snap.added), ("removed", snap.removed)):
+            family = CounterMetricFamily(
+                f"{self.prefix}_stat_{direction}",
+                f"Cumulative session statistics {direction} (PromQL: rate(added) - rate(removed))",
+                labels=[*GROUP_LABELS, "stat"])
+            totals: dict[tuple[tuple[str, str, str], str], float] = {}
+            for group, stats in source.items():
+                for stat in FIELDS:
+                    if stat in stats:
+                        key = (exported[group], stat)
+                        totals[key] = totals.get(key, 0.0) + stats[stat]
+            for (labels, stat), value in sorted(totals.items()):
+                family.add_metric([*labels, stat], value)
+            yield family

@@ -1,0 +1,22 @@
+"""What an exporter reads: the rolled-up state of the stream at one moment (from memory or from Redis)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.stats import Stats
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """``windows``: (window, group) → stats at ``watermark``; ``counters``: (group or "", name) → total;
+    ``added``/``removed``: group → cumulative sums of session statistics added and taken back."""
+
+    config: StreamConfig
+    watermark: float
+    windows: Mapping[tuple[str, str], Stats]
+    counters: Mapping[tuple[str, str], float]
+    added: Mapping[str, Stats]
+    removed: Mapping[str, Stats]
