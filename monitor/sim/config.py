@@ -1,0 +1,214 @@
+"""The simulator's settings: one frozen value, validated at construction.
+
+Every knob of the traffic (vocabulary, rankers, canary, regression, labels, invalid events) lives here;
+a bad value raises :class:`ValueError` naming the field. Times are seconds; shares and probabilities are
+fractions in [0, 1].
+
+>>> SimConfig(n_sessions=10).session_count
+10
+>>> SimConfig(duration_s=60, sessions_per_second=2.5).session_count
+150
+>>> SimConfig(canary_share=1.5)
+Traceback (most recent call last):
+...
+ValueError: canary_share: must be in [0, 1], got 1.5
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+BUCKETS = ("head", "torso", "tail")
+REGRESSION_BUCKETS = (*BUCKETS, "all")
+DEFAULT_SESSIONS = 2000
+DEFAULT_START_TS = 1_763_712_000.0  # 2025-11-21T08:00:00Z
+
+Probabilities = tuple[float, float, float, float]
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Settings of one simulated run (all fields have defaults; ``SimConfig()`` is a quick 2,000-session run).
+
+    Session count: ``n_sessions``, or ``duration_s × sessions_per_second``; at most one of the two
+    (neither: 2,000). Grade mixes are probabilities of levels 0..3 (无, 低, 中, 高), before each query's
+    own Dirichlet variation (``grade_concentration``: larger means queries closer to their bucket's mix).
+    """
+
+    seed: int = 0
+    n_sessions: int | None = None
+    sessions_per_second: float | None = None
+    duration_s: float = 3600.0
+    start_ts: float = DEFAULT_START_TS
+    id_prefix: str = "s"
+    # vocabulary and traffic
+    n_head: int = 20
+    n_torso: int = 300
+    n_tail: int = 5000
+    head_share: float = 0.5
+    torso_share: float = 0.3
+    tail_share: float = 0.2
+    zipf_head: float = 1.0
+    zipf_torso: float = 0.4
+    zipf_tail: float = 0.2
+    bucket_hint_share: float = 0.8
+    # documents and rankers
+    pool_head: int = 60
+    pool_other: int = 30
+    top_n_head: int = 40
+    top_n_other: int = 20
+    grades_head: Probabilities = (0.15, 0.20, 0.30, 0.35)
+    grades_torso: Probabilities = (0.25, 0.30, 0.25, 0.20)
+    grades_tail: Probabilities = (0.40, 0.30, 0.20, 0.10)
+    grade_concentration: float = 8.0
+    score_weight: float = 1.0
+    doc_noise: float = 0.6
+    session_noise: float = 0.5
+    control_ranker: str = "ranker-a"
+    canary_ranker: str = "ranker-b"
+    # canary and regression
+    canary_start: float = 0.3
+    canary_share: float = 0.5
+    regression: float = 0.10
+    regression_bucket: str = "tail"
+    # labels
+    label_share: float = 0.9
+    label_k_head: int = 40
+    label_k_other: int = 20
+    label_coverage: float = 1.0
+    label_delay_mean_s: float = 120.0
+    early_label_prob: float = 0.02
+    early_label_max_s: float = 10.0
+    batch_share: float = 0.5
+    duplicate_prob: float = 0.05
+    redelivery_mean_s: float = 30.0
+    correction_prob: float = 0.03
+    query_judgment_share: float = 0.05
+    # malformed records
+    invalid_rate: float = 0.0
+
+    def __post_init__(self) -> None:
+        _check(self)
+
+    @property
+    def session_count(self) -> int:
+        if self.sessions_per_second is not None:
+            return max(1, round(self.duration_s * self.sessions_per_second))
+        return DEFAULT_SESSIONS if self.n_sessions is None else self.n_sessions
+
+    @property
+    def canary_ts(self) -> float:
+        """When the canary starts (and the ``canary_start`` deploy event is emitted)."""
+        return self.start_ts + self.canary_start * self.duration_s
+
+    def share(self, bucket: str) -> float:
+        return {"head": self.head_share, "torso": self.torso_share, "tail": self.tail_share}[bucket]
+
+    def zipf(self, bucket: str) -> float:
+        return {"head": self.zipf_head, "torso": self.zipf_torso, "tail": self.zipf_tail}[bucket]
+
+    def vocabulary_size(self, bucket: str) -> int:
+        return {"head": self.n_head, "torso": self.n_torso, "tail": self.n_tail}[bucket]
+
+    def grade_mix(self, bucket: str) -> Probabilities:
+        return {"head": self.grades_head, "torso": self.grades_torso, "tail": self.grades_tail}[bucket]
+
+    def pool_size(self, bucket: str) -> int:
+        return self.pool_head if bucket == "head" else self.pool_other
+
+    def top_n(self, bucket: str) -> int:
+        return self.top_n_head if bucket == "head" else self.top_n_other
+
+    def label_k(self, bucket: str) -> int:
+        return self.label_k_head if bucket == "head" else self.label_k_other
+
+    def regressed(self, bucket: str) -> bool:
+        return self.regression > 0 and self.regression_bucket in (bucket, "all")
+
+
+_FRACTIONS = ("head_share", "torso_share", "tail_share", "bucket_hint_share", "canary_share", "label_share",
+              "label_coverage", "early_label_prob", "batch_share", "duplicate_prob", "correction_prob",
+              "query_judgment_share")
+_POSITIVE_INTS = ("n_head", "n_torso", "n_tail", "pool_head", "pool_other", "top_n_head", "top_n_other",
+                  "label_k_head", "label_k_other")
+_POSITIVE = ("duration_s", "grade_concentration", "score_weight", "label_delay_mean_s", "redelivery_mean_s")
+_NON_NEGATIVE = ("zipf_head", "zipf_torso", "zipf_tail", "doc_noise", "session_noise", "early_label_max_s",
+                 "start_ts")
+
+
+def _fail(name: str, reason: str) -> None:
+    raise ValueError(f"{name}: {reason}")
+
+
+def _number(config: SimConfig, name: str) -> float:
+    value = getattr(config, name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        _fail(name, f"expected a finite number, got {value!r}")
+    return float(value)
+
+
+def _check(config: SimConfig) -> None:
+    if isinstance(config.seed, bool) or not isinstance(config.seed, int) or config.seed < 0:
+        _fail("seed", f"expected a non-negative integer, got {config.seed!r}")
+    for name in _FRACTIONS:
+        if not 0.0 <= _number(config, name) <= 1.0:
+            _fail(name, f"must be in [0, 1], got {getattr(config, name)!r}")
+    for name in _POSITIVE_INTS:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            _fail(name, f"expected a positive integer, got {value!r}")
+    for name in _POSITIVE:
+        if _number(config, name) <= 0:
+            _fail(name, f"must be > 0, got {getattr(config, name)!r}")
+    for name in _NON_NEGATIVE:
+        if _number(config, name) < 0:
+            _fail(name, f"must be ≥ 0, got {getattr(config, name)!r}")
+    if config.n_sessions is not None and config.sessions_per_second is not None:
+        _fail("n_sessions", "give n_sessions or sessions_per_second, not both")
+    if config.n_sessions is not None and (
+        isinstance(config.n_sessions, bool) or not isinstance(config.n_sessions, int) or config.n_sessions < 1
+    ):
+        _fail("n_sessions", f"expected a positive integer, got {config.n_sessions!r}")
+    if config.sessions_per_second is not None and _number(config, "sessions_per_second") <= 0:
+        _fail("sessions_per_second", f"must be > 0, got {config.sessions_per_second!r}")
+    total = config.head_share + config.torso_share + config.tail_share
+    if not math.isclose(total, 1.0, abs_tol=1e-9):
+        _fail("tail_share", f"head_share + torso_share + tail_share must be 1, got {total:g}")
+    for bucket in BUCKETS:
+        _check_mix(f"grades_{bucket}", config.grade_mix(bucket))
+    for name, pool, top in (("top_n_head", config.pool_head, config.top_n_head),
+                            ("top_n_other", config.pool_other, config.top_n_other)):
+        if top > pool:
+            _fail(name, f"{top} is more than the candidate pool ({pool})")
+        if top > 200:
+            _fail(name, f"{top} results is more than the event limit of 200")
+    if config.pool_head > 1000 or config.pool_other > 1000:
+        _fail("pool_head" if config.pool_head > 1000 else "pool_other",
+              "a query judgment batch holds at most 1,000 grades")
+    if not 0.0 <= _number(config, "canary_start") < 1.0:
+        _fail("canary_start", f"must be in [0, 1), got {config.canary_start!r}")
+    if not 0.0 <= _number(config, "regression") < 1.0:
+        _fail("regression", f"must be in [0, 1), got {config.regression!r}")
+    if config.regression_bucket not in REGRESSION_BUCKETS:
+        _fail("regression_bucket",
+              f"{config.regression_bucket!r} is not one of {', '.join(REGRESSION_BUCKETS)}")
+    if not 0.0 <= _number(config, "invalid_rate") <= 0.5:
+        _fail("invalid_rate", f"must be in [0, 0.5], got {config.invalid_rate!r}")
+    for name in ("control_ranker", "canary_ranker", "id_prefix"):
+        value = getattr(config, name)
+        if not isinstance(value, str) or not value.strip() or len(value) > 64:
+            _fail(name, f"expected a non-empty string of at most 64 characters, got {value!r}")
+    if config.control_ranker == config.canary_ranker:
+        _fail("canary_ranker", f"must differ from control_ranker ({config.control_ranker!r})")
+
+
+def _check_mix(name: str, mix: object) -> None:
+    if not isinstance(mix, tuple) or len(mix) != 4:
+        _fail(name, f"expected 4 probabilities (levels 0..3), got {mix!r}")
+    assert isinstance(mix, tuple)
+    for p in mix:
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or p < 0:
+            _fail(name, f"expected non-negative probabilities, got {mix!r}")
+    if not math.isclose(sum(mix), 1.0, abs_tol=1e-9):
+        _fail(name, f"probabilities must sum to 1, got {sum(mix):g}")

@@ -1,0 +1,230 @@
+"""The traffic generator: sessions, deploys, labels and malformed records, in delivery-time order.
+
+Session ``i`` of ``n`` happens at ``start_ts + (i + u) × duration_s / n`` (u uniform in [0, 1)), searches a
+query drawn from the vocabulary's traffic distribution and is served by
+
+* the control ranker (``variant: "control"``) before ``canary_ts``, and after it with probability
+  ``1 − canary_share``;
+* the canary ranker (``variant: "canary"``) otherwise; in a regressed bucket it sometimes serves its broken
+  list (:mod:`monitor.sim.regression`).
+
+Records are generated session by session and released through a heap once no later session can produce
+an earlier record (labels may precede their impression by at most ``early_label_max_s``), so
+:meth:`Simulation.events` streams a run of any length in ``ts`` order (ties in generation order).
+
+Every random draw comes from a stream of its own (vocabulary, pools, judged queries, traffic, each
+ranker's noise, the regression, the annotators, the malformed records), all spawned from ``seed``: the
+same seed gives byte-identical records, and changing e.g. ``regression`` leaves the control sessions and
+the traffic unchanged.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from monitor.sim.config import SimConfig
+from monitor.sim.invalid import KINDS, Bases, malformed
+from monitor.sim.labels import ZH_NAMES, Annotator
+from monitor.sim.queries import Vocabulary, build_vocabulary
+from monitor.sim.rankers import Ranker, Ranking
+from monitor.sim.records import SimEvent, encode, impression_value
+from monitor.sim.regression import RegressionBudget, dcg_of_levels
+from monitor.sim.relevance import Pools, draw_pools
+from monitor.sim.truth import GroundTruth, SessionTruth
+
+_CHUNK = 4096
+_STREAMS = ("vocabulary", "pools", "judged", "traffic", "control", "canary", "regression", "labels",
+            "invalid")
+
+
+def _ts(event: SimEvent) -> float:
+    return event.ts
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """A whole run: the records in order and the ground truth (see :class:`GroundTruth`)."""
+
+    config: SimConfig
+    events: list[SimEvent]
+    sessions: dict[str, SessionTruth]
+    session_grades: dict[str, dict[str, int]]
+    query_grades: dict[str, dict[str, int]]
+    pools: dict[str, dict[str, int]]
+
+    @property
+    def valid_events(self) -> list[SimEvent]:
+        return [e for e in self.events if e.expected_error is None]
+
+    @property
+    def invalid_events(self) -> list[SimEvent]:
+        return [e for e in self.events if e.expected_error is not None]
+
+
+class Simulation:
+    """A seeded run: the vocabulary and document pools are drawn once; :meth:`events` replays the traffic."""
+
+    def __init__(self, config: SimConfig | None = None) -> None:
+        self.config = config if config is not None else SimConfig()
+        children = np.random.SeedSequence(self.config.seed).spawn(len(_STREAMS))
+        self._seeds = dict(zip(_STREAMS, children, strict=True))
+        self.vocabulary: Vocabulary = build_vocabulary(self.config, self._rng("vocabulary"))
+        self.pools: Pools = draw_pools(self.config, self.vocabulary, self._rng("pools"))
+        judged = self._rng("judged").random(len(self.vocabulary.texts)) < self.config.query_judgment_share
+        self.judged_queries = frozenset(
+            q for q in np.flatnonzero(judged).tolist() if self.vocabulary.buckets[q] != "head"
+        )
+
+    def _rng(self, stream: str) -> np.random.Generator:
+        return np.random.default_rng(self._seeds[stream])
+
+    def run(self) -> SimResult:
+        """Generate the whole run into memory, with its ground truth."""
+        truth = GroundTruth()
+        events = list(self.events(truth))
+        return SimResult(self.config, events, truth.sessions, truth.session_grades, truth.query_grades,
+                         truth.pools)
+
+    def events(self, truth: GroundTruth | None = None) -> Iterator[SimEvent]:
+        """The records in delivery-time order; ``truth`` (if given) is filled as sessions are generated."""
+        return _Run(self, truth).records()
+
+
+class _Run:
+    """The mutable state of one pass over the traffic."""
+
+    def __init__(self, sim: Simulation, truth: GroundTruth | None) -> None:
+        self.sim, self.config, self.truth = sim, sim.config, truth
+        cfg = self.config
+        self.traffic = sim._rng("traffic")
+        self.noise = {"control": sim._rng("control"), "canary": sim._rng("canary")}
+        self.regression_rng = sim._rng("regression")
+        self.invalid_rng = sim._rng("invalid")
+        self.annotator = Annotator(cfg, sim._rng("labels"))
+        self.rankers = {"control": Ranker(cfg.control_ranker, cfg.score_weight, cfg.session_noise),
+                        "canary": Ranker(cfg.canary_ranker, cfg.score_weight, cfg.session_noise)}
+        self.budgets = {bucket: RegressionBudget(cfg.regression) for bucket in ("head", "torso", "tail")}
+        self.invalid_odds = cfg.invalid_rate / (1.0 - cfg.invalid_rate)
+        self.kinds = sorted(KINDS)
+        self.judged_seen: set[int] = set()
+        self.pending: list[SimEvent] = []
+
+    def records(self) -> Iterator[SimEvent]:
+        cfg, sim = self.config, self.sim
+        start, canary_ts = round(cfg.start_ts, 3), round(cfg.canary_ts, 3)
+        self.pending.append(SimEvent("deploys", cfg.control_ranker.encode(), encode(
+            {"type": "deploy", "schema": 1, "kind": "deploy", "ranker": cfg.control_ranker, "ts": start}),
+            start))
+        self.pending.append(SimEvent("deploys", cfg.canary_ranker.encode(), encode(
+            {"type": "deploy", "schema": 1, "kind": "canary_start", "ranker": cfg.canary_ranker,
+             "previous": cfg.control_ranker, "ts": canary_ts}), canary_ts))
+        n = cfg.session_count
+        step = cfg.duration_s / n
+        width = len(str(n - 1))
+        for first in range(0, n, _CHUNK):
+            m = min(_CHUNK, n - first)
+            times = np.round(cfg.start_ts + (np.arange(first, first + m) + self.traffic.random(m)) * step, 3)
+            queries = sim.vocabulary.sample(self.traffic, m).tolist()
+            arm, hint, labelled = self.traffic.random((3, m)).tolist()
+            for j, ts in enumerate(times.tolist()):
+                canary = ts >= canary_ts and arm[j] < cfg.canary_share
+                self.session(f"{cfg.id_prefix}-{first + j:0{width}d}", ts, queries[j], canary,
+                             hint[j] < cfg.bucket_hint_share, labelled[j] < cfg.label_share)
+            # No later session yields a record before its own time minus early_label_max_s.
+            yield from self.release(cfg.start_ts + (first + m) * step - cfg.early_label_max_s - 1.0)
+        yield from self.release(math.inf)
+
+    def release(self, watermark: float) -> list[SimEvent]:
+        """The pending records before ``watermark``, in time order (stable: ties keep generation order)."""
+        self.pending.sort(key=_ts)
+        cut = bisect.bisect_left(self.pending, watermark, key=_ts)
+        out, self.pending = self.pending[:cut], self.pending[cut:]
+        return out
+
+    def rank(self, query: int, bucket: str, canary: bool) -> tuple[Ranking, bool]:
+        """The list shown, and whether it is the canary's broken one."""
+        cfg, pools = self.config, self.sim.pools
+        levels, effects, top_n = pools.levels[query], pools.doc_effects[query], cfg.top_n(bucket)
+        arm = "canary" if canary else "control"
+        ranking = self.rankers[arm].rank(levels, effects, top_n, self.noise[arm])
+        if not (canary and cfg.regressed(bucket)):
+            return ranking, False
+        broken = self.rankers[arm].rank(levels, effects, top_n, self.regression_rng, broken=True)
+        k = cfg.label_k(bucket)
+        p = self.budgets[bucket].probability(dcg_of_levels(levels[ranking.indices], k),
+                                             dcg_of_levels(levels[broken.indices], k))
+        if self.regression_rng.random() < p:
+            return broken, True
+        return ranking, False
+
+    def session(self, session_id: str, ts: float, query: int, canary: bool, hint: bool, labelled: bool
+                ) -> None:
+        cfg, sim = self.config, self.sim
+        bucket, text = sim.vocabulary.buckets[query], sim.vocabulary.texts[query]
+        ranking, degraded = self.rank(query, bucket, canary)
+        pool_ids = sim.pools.doc_ids(query)
+        indices = ranking.indices.tolist()
+        shown = [pool_ids[x] for x in indices]
+        scores = ranking.scores.tolist()
+        levels = sim.pools.levels[query][ranking.indices]
+        ranker = cfg.canary_ranker if canary else cfg.control_ranker
+        variant = "canary" if canary else "control"
+        key = session_id.encode("utf-8")
+        self.pending.append(SimEvent("impressions", key, impression_value(
+            session_id, text, bucket if hint else None, ranker, variant, ts, shown, scores), ts))
+        deliveries: list[SimEvent] = []
+        grades: dict[str, int] = {}
+        if query in sim.judged_queries:
+            if query not in self.judged_seen:
+                self.judged_seen.add(query)
+                deliveries = self.annotator.query(text, pool_ids, sim.pools.levels[query], ts)
+                if self.truth is not None:
+                    self.truth.query_grades[text] = sim.pools.grades(query)
+        elif labelled:
+            k = cfg.label_k(bucket)
+            deliveries, grades = self.annotator.session(session_id, shown[:k], levels[:k], ts)
+        self.pending.extend(deliveries)
+        if self.invalid_odds > 0:
+            impression: dict[str, Any] = {"type": "impression", "schema": 1, "session_id": session_id,
+                                          "query": text}
+            if hint:
+                impression["query_bucket"] = bucket
+            impression.update({"ranker": ranker, "variant": variant, "ts": ts, "results": [
+                {"doc_id": d, "position": p, "score": s}
+                for p, (d, s) in enumerate(zip(shown, scores, strict=True), start=1)]})
+            self.malformed(impression, shown, levels.tolist(), ts, 1 + len(deliveries))
+        if self.truth is not None:
+            self.truth.sessions[session_id] = SessionTruth(
+                session_id, text, bucket, ranker, variant, ts, tuple(shown), tuple(scores),
+                tuple(levels.tolist()), hint, degraded)
+            if grades:
+                self.truth.session_grades[session_id] = grades
+            if text not in self.truth.pools:
+                self.truth.pools[text] = sim.pools.grades(query)
+
+    def malformed(self, impression: dict[str, Any], shown: list[str], levels: list[int], ts: float,
+                  records: int) -> None:
+        """About ``invalid_odds`` malformed records per valid record of the session, at the session's time."""
+        rng = self.invalid_rng
+        count = int(rng.binomial(records, min(1.0, self.invalid_odds)))
+        if count == 0:
+            return
+        session_id = impression["session_id"]
+        head = {"type": "annotation", "schema": 1, "session_id": session_id}
+        bases = Bases(
+            impression=impression,
+            single={**head, "doc_id": shown[0], "grade": ZH_NAMES[levels[0]], "ts": ts},
+            batch={**head, "grades": [{"doc_id": d, "grade": ZH_NAMES[g]}
+                                      for d, g in zip(shown[:3], levels[:3], strict=True)], "ts": ts},
+            deploy={"type": "deploy", "schema": 1, "kind": "deploy", "ranker": impression["ranker"],
+                    "ts": ts},
+        )
+        for _ in range(count):
+            bad = malformed(self.kinds[int(rng.integers(len(self.kinds)))], bases, rng)
+            self.pending.append(SimEvent(bad.topic, bad.key, bad.value, ts, bad.expected))

@@ -1,0 +1,397 @@
+"""The traffic simulator: determinism, valid and invalid events, traffic shapes, labels and the regression."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import monitor.sim as sim_package
+import monitor.sim.config as sim_config
+from monitor.core.events import Annotation, EventError, Impression, decode_event
+from monitor.core.grades import SEED_SCALE
+from monitor.core.metrics import dcg
+from monitor.offline.sessions import read_sessions
+from monitor.sim import (
+    BUCKETS,
+    INVALID_KINDS,
+    SimConfig,
+    SimEvent,
+    SimResult,
+    Simulation,
+    dcg_of_levels,
+    generate,
+    simulate,
+    write_jsonl,
+)
+
+SEED_GAINS = (0.0, 0.3, 0.7, 1.0)  # 无 / 低 / 中 / 高 on the seed scale
+
+
+def within(observed: float, expected: float, n: int, sigmas: float = 4.0) -> bool:
+    """A share observed over ``n`` Bernoulli trials is within ``sigmas`` standard errors of ``expected``."""
+    return abs(observed - expected) <= sigmas * math.sqrt(expected * (1 - expected) / n) + 1e-12
+
+
+@pytest.fixture(scope="module")
+def default_run() -> SimResult:
+    return simulate(SimConfig())
+
+
+@pytest.fixture(scope="module")
+def invalid_run() -> SimResult:
+    return simulate(SimConfig(n_sessions=300, invalid_rate=0.2, seed=3))
+
+
+def as_tuples(events: list[SimEvent]) -> list[tuple[str, bytes, bytes, float, str | None]]:
+    return [(e.topic, e.key, e.value, e.ts, e.expected_error) for e in events]
+
+
+# determinism and order -----------------------------------------------------------------------------------
+
+def test_same_seed_gives_identical_bytes(default_run: SimResult, tmp_path: Path) -> None:
+    again = simulate(SimConfig())
+    assert as_tuples(again.events) == as_tuples(default_run.events)
+    write_jsonl(tmp_path / "a.jsonl", default_run.events)
+    write_jsonl(tmp_path / "b.jsonl", again.events)
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+
+
+def test_different_seed_differs(default_run: SimResult) -> None:
+    other = simulate(SimConfig(seed=1, n_sessions=200))
+    assert [e.value for e in other.events[:50]] != [e.value for e in default_run.events[:50]]
+
+
+def test_streaming_equals_run() -> None:
+    config = SimConfig(n_sessions=300, invalid_rate=0.1, seed=5)
+    assert as_tuples(list(generate(config))) == as_tuples(simulate(config).events)
+
+
+def test_events_are_in_time_order_with_the_right_keys(default_run: SimResult) -> None:
+    times = [e.ts for e in default_run.events]
+    assert times == sorted(times)
+    for event in default_run.events:
+        obj = json.loads(event.value)
+        assert event.topic == {"impression": "impressions", "annotation": "annotations",
+                               "deploy": "deploys"}[obj["type"]]
+        expected_key = obj.get("session_id") or obj.get("query") or obj.get("ranker")
+        assert event.key == expected_key.encode("utf-8")
+        assert "\\u" not in event.value.decode("utf-8")  # ensure_ascii=False
+
+
+def test_invalid_records_leave_the_valid_stream_unchanged(invalid_run: SimResult) -> None:
+    clean = simulate(SimConfig(n_sessions=300, seed=3))
+    assert as_tuples(invalid_run.valid_events) == as_tuples(clean.events)
+
+
+# validity -----------------------------------------------------------------------------------------------
+
+def test_every_valid_event_is_accepted(default_run: SimResult, invalid_run: SimResult) -> None:
+    for event in default_run.events + invalid_run.valid_events:
+        decode_event(event.value, SEED_SCALE)
+
+
+def test_every_invalid_event_is_rejected_with_its_reason(invalid_run: SimResult) -> None:
+    invalid = invalid_run.invalid_events
+    assert invalid
+    for event in invalid:
+        assert event.expected_error
+        with pytest.raises(EventError) as error:
+            decode_event(event.value, SEED_SCALE)
+        assert event.expected_error in str(error.value), (event.value[:120], str(error.value))
+
+
+def test_every_invalid_kind_appears(invalid_run: SimResult) -> None:
+    reasons = {e.expected_error for e in invalid_run.invalid_events}
+    families = ["invalid JSON: NaN", "invalid JSON: Infinity", "invalid JSON: -Infinity", "not UTF-8",
+                "expected a JSON object", "unknown schema version", "unknown event type", "missing",
+                "expected a string", "duplicate position", "must be ≥ 1", "positions must be 1..",
+                "more than the limit of 200", "more than the limit of 1000", "unknown grade",
+                "longer than 256 characters", "document shown twice"]
+    for family in families:
+        assert any(family in (r or "") for r in reasons), family
+    assert len(reasons) >= len(INVALID_KINDS) // 2
+
+
+def test_invalid_rate_is_the_share_of_records(invalid_run: SimResult) -> None:
+    n = len(invalid_run.events)
+    assert within(len(invalid_run.invalid_events) / n, 0.2, n)
+
+
+def test_jsonl_writer(tmp_path: Path, invalid_run: SimResult) -> None:
+    path = tmp_path / "run.jsonl"
+    written = write_jsonl(path, invalid_run.events)
+    lines = path.read_bytes().split(b"\n")
+    assert lines[-1] == b"" and len(lines) - 1 == written == len(invalid_run.valid_events)
+    assert lines[:-1] == [e.value for e in invalid_run.valid_events]
+    everything = write_jsonl(path, invalid_run.events, include_invalid=True)
+    assert everything == len(invalid_run.events)
+    assert write_jsonl(path, invalid_run.events, topics={"deploys"}) == 2
+
+
+def test_the_offline_reader_recovers_the_final_grades(default_run: SimResult, tmp_path: Path) -> None:
+    """Read in delivery order, "the later grade wins" gives the ground truth despite duplicates and corrections."""
+    path = tmp_path / "run.jsonl"
+    write_jsonl(path, default_run.events)
+    data = read_sessions([path], SEED_SCALE)
+    assert set(data.impressions) == set(default_run.sessions)
+    got = {s: {d: g.level for d, g in labels.items()} for s, labels in data.session_labels.items()}
+    assert got == default_run.session_grades
+    assert {q: {d: g.level for d, g in labels.items()} for q, labels in data.query_labels.items()} \
+        == default_run.query_grades
+    for session_id, impression in data.impressions.items():
+        truth = default_run.sessions[session_id]
+        assert [r.doc_id for r in impression.results] == list(truth.doc_ids)
+        assert [r.score for r in impression.results] == list(truth.scores)
+        assert impression.query_bucket in (None, truth.bucket)
+
+
+# traffic ------------------------------------------------------------------------------------------------
+
+def test_vocabulary_buckets_are_disjoint_and_ordered_by_frequency() -> None:
+    sim = Simulation(SimConfig(n_sessions=10))
+    vocabulary = sim.vocabulary
+    assert len(set(vocabulary.texts)) == len(vocabulary.texts) == 20 + 300 + 5000
+    probabilities = {b: vocabulary.probabilities[vocabulary.of_bucket(b)] for b in BUCKETS}
+    assert probabilities["head"].min() > probabilities["torso"].max()
+    assert probabilities["torso"].min() > probabilities["tail"].max()
+    good = {b: np.mean([(sim.pools.levels[q] >= 2).mean() for q in vocabulary.of_bucket(b)]) for b in BUCKETS}
+    assert good["head"] > good["torso"] > good["tail"]
+
+
+def test_traffic_shares_per_bucket(default_run: SimResult) -> None:
+    counts = Counter(s.bucket for s in default_run.sessions.values())
+    n = len(default_run.sessions)
+    assert n == 2000
+    for bucket, share in (("head", 0.5), ("torso", 0.3), ("tail", 0.2)):
+        assert within(counts[bucket] / n, share, n), (bucket, counts[bucket] / n)
+    hinted = [s for s in default_run.sessions.values() if s.bucket_hint]
+    assert within(len(hinted) / n, 0.8, n)
+
+
+def test_results_are_ranked_by_score(default_run: SimResult) -> None:
+    for session in default_run.sessions.values():
+        assert list(session.scores) == sorted(session.scores, reverse=True)
+        assert len(session.doc_ids) == (40 if session.bucket == "head" else 20)
+        assert all(d.startswith("d-") for d in session.doc_ids)
+
+
+def test_canary_starts_at_the_configured_fraction(default_run: SimResult) -> None:
+    config = default_run.config
+    deploys = [json.loads(e.value) for e in default_run.events if e.topic == "deploys"]
+    assert deploys == [
+        {"type": "deploy", "schema": 1, "kind": "deploy", "ranker": "ranker-a", "ts": config.start_ts},
+        {"type": "deploy", "schema": 1, "kind": "canary_start", "ranker": "ranker-b", "previous": "ranker-a",
+         "ts": config.start_ts + 0.3 * config.duration_s},
+    ]
+    canary = [s for s in default_run.sessions.values() if s.variant == "canary"]
+    assert all(s.ranker == "ranker-b" and s.ts >= config.canary_ts for s in canary)
+    assert min(s.ts for s in canary) - config.canary_ts < 10 * config.duration_s / config.session_count
+    control = [s for s in default_run.sessions.values() if s.variant == "control"]
+    assert all(s.ranker == "ranker-a" for s in control)
+    after = [s for s in default_run.sessions.values() if s.ts >= config.canary_ts]
+    assert within(len(canary) / len(after), 0.5, len(after))
+
+
+# labels -------------------------------------------------------------------------------------------------
+
+@dataclass
+class LabelStats:
+    values: int
+    duplicates: int
+    first_delays: list[float]  # per first delivery (not a duplicate or correction): event time − impression's
+    corrected: int
+    pairs: int
+    query_judgments: dict[str, dict[str, int]]
+
+
+def label_stats(run: SimResult) -> LabelStats:
+    seen: set[bytes] = set()
+    duplicates = 0
+    grades: dict[tuple[str, str], list[int]] = defaultdict(list)
+    first_delays: list[float] = []
+    query_judgments: dict[str, dict[str, int]] = {}
+    for event in run.events:
+        if event.topic != "annotations":
+            continue
+        if event.value in seen:
+            duplicates += 1
+            continue
+        seen.add(event.value)
+        parsed = decode_event(event.value, SEED_SCALE)
+        assert isinstance(parsed, Annotation) and parsed.ts is not None
+        if parsed.query is not None:
+            query_judgments[parsed.query] = {label.doc_id: label.grade.level for label in parsed.labels}
+            continue
+        assert parsed.session_id is not None
+        pairs = [(parsed.session_id, label.doc_id) for label in parsed.labels]
+        if not any(pair in grades for pair in pairs):
+            first_delays.append(parsed.ts - run.sessions[parsed.session_id].ts)
+        for pair, label in zip(pairs, parsed.labels, strict=True):
+            grades[pair].append(label.grade.level)
+    corrected = sum(1 for levels in grades.values() if len(set(levels)) > 1)
+    return LabelStats(len(seen), duplicates, first_delays, corrected, len(grades), query_judgments)
+
+
+def test_label_delays_duplicates_and_corrections(default_run: SimResult) -> None:
+    stats = label_stats(default_run)
+    delays = np.asarray(stats.first_delays)
+    positive = delays[delays > 0]
+    assert abs(positive.mean() - 120.0) < 4 * 120.0 / math.sqrt(positive.size)  # Exp(120): sd = mean
+    early = (delays < 0).mean()
+    assert early > 0 and within(early, 0.02, delays.size)
+    assert within(stats.duplicates / stats.values, 0.05, stats.values)
+    assert stats.corrected > 0 and within(stats.corrected / stats.pairs, 0.03, stats.pairs)
+
+
+def test_label_share_and_coverage(default_run: SimResult) -> None:
+    judged = set(default_run.query_grades)
+    eligible = [s for s in default_run.sessions.values() if s.query not in judged]
+    labelled = [s for s in eligible if s.session_id in default_run.session_grades]
+    assert within(len(labelled) / len(eligible), 0.9, len(eligible))
+    for session in labelled:
+        k = 40 if session.bucket == "head" else 20
+        grades = default_run.session_grades[session.session_id]
+        assert list(grades) == list(session.doc_ids[:k])  # coverage 1.0: the whole top k
+        assert list(grades.values()) == list(session.levels[:k])
+
+
+def test_partial_coverage() -> None:
+    run = simulate(SimConfig(n_sessions=200, label_coverage=0.5, seed=2))
+    covered = sum(len(g) for g in run.session_grades.values())
+    shown = sum(min(len(run.sessions[s].doc_ids), 40 if run.sessions[s].bucket == "head" else 20)
+                for s in run.session_grades)
+    assert within(covered / shown, 0.5, shown)
+
+
+def test_query_level_judgments(default_run: SimResult) -> None:
+    stats = label_stats(default_run)
+    assert stats.query_judgments and stats.query_judgments == default_run.query_grades
+    for query, grades in default_run.query_grades.items():
+        assert grades == default_run.pools[query]  # the whole pool
+        sessions = [s for s in default_run.sessions.values() if s.query == query]
+        assert sessions and all(s.bucket != "head" for s in sessions)
+        assert not any(s.session_id in default_run.session_grades for s in sessions)
+
+
+def test_grade_spellings_are_mixed(default_run: SimResult) -> None:
+    spellings: Counter[str] = Counter()
+    for event in default_run.events:
+        obj = json.loads(event.value)
+        for item in obj.get("grades", [obj] if "grade" in obj else []):
+            grade = item["grade"]
+            spellings["int" if isinstance(grade, int) else "en" if grade.isascii() else "zh"] += 1
+    assert set(spellings) == {"int", "en", "zh"}
+    assert min(spellings.values()) > 0.25 * sum(spellings.values())
+
+
+# the regression -----------------------------------------------------------------------------------------
+
+def relative_dcg_difference(run: SimResult, bucket: str) -> tuple[float, float]:
+    """(mean canary DCG@k / mean control DCG@k − 1, its standard error by the delta method).
+
+    Offline DCG@k from the latent grades (seed gains), over the sessions served while the canary was live.
+    """
+    k = 40 if bucket == "head" else 20
+    values: dict[str, list[float]] = {"control": [], "canary": []}
+    for session in run.sessions.values():
+        if session.bucket == bucket and session.ts >= run.config.canary_ts:
+            values[session.variant].append(dcg([SEED_GAINS[level] for level in session.levels], k))
+    canary, control = np.asarray(values["canary"]), np.asarray(values["control"])
+    ratio = canary.mean() / control.mean()
+    se = math.sqrt(canary.var(ddof=1) / canary.size / control.mean() ** 2
+                   + ratio ** 2 * control.var(ddof=1) / control.size / control.mean() ** 2)
+    return ratio - 1.0, se
+
+
+@pytest.fixture(scope="module")
+def regressed_run() -> SimResult:
+    return simulate(SimConfig(n_sessions=20_000, label_share=0.0, regression=0.10, regression_bucket="tail"))
+
+
+def test_canary_regression_in_the_configured_bucket(regressed_run: SimResult) -> None:
+    """20,000 sessions give ~1,400 tail sessions per arm and a standard error of ~0.012 on the relative
+    difference (per-session DCG varies widely in the tail); four standard errors (≈ 0.05) bound the
+    estimate's noise, not the mechanism's bias: the mechanism is calibrated in expectation (measured
+    −0.099 ± 0.004 over 200,000 sessions)."""
+    effect, se = relative_dcg_difference(regressed_run, "tail")
+    assert se < 0.02
+    assert abs(effect - (-0.10)) < 4 * se, (effect, se)
+    for bucket in ("head", "torso"):
+        effect, se = relative_dcg_difference(regressed_run, bucket)
+        assert se < 0.02 and abs(effect) < 4 * se, (bucket, effect, se)
+    degraded = [s for s in regressed_run.sessions.values() if s.degraded]
+    assert degraded and all(s.bucket == "tail" and s.variant == "canary" for s in degraded)
+
+
+def test_no_regression_means_no_difference(regressed_run: SimResult) -> None:
+    clean = simulate(SimConfig(n_sessions=20_000, label_share=0.0, regression=0.0))
+    effect, se = relative_dcg_difference(clean, "tail")
+    assert abs(effect) < 4 * se, (effect, se)
+    assert not any(s.degraded for s in clean.sessions.values())
+    # Changing the regression changes nothing but the regressed canary sessions.
+    for session_id, session in clean.sessions.items():
+        other = regressed_run.sessions[session_id]
+        if not (session.variant == "canary" and session.bucket == "tail"):
+            assert other == session
+
+
+def test_regression_in_all_buckets() -> None:
+    run = simulate(SimConfig(n_sessions=10_000, label_share=0.0, regression=0.2, regression_bucket="all", seed=4))
+    for bucket in BUCKETS:
+        effect, se = relative_dcg_difference(run, bucket)
+        assert abs(effect - (-0.2)) < 4 * se, (bucket, effect, se)
+
+
+def test_dcg_of_levels_matches_the_core() -> None:
+    levels = np.array([3, 2, 1, 3, 2, 2, 1, 0, 2, 0])
+    assert dcg_of_levels(levels, 4) == pytest.approx(dcg([SEED_GAINS[v] for v in levels], 4))
+    assert dcg_of_levels(levels, 4) == pytest.approx(2.0223, abs=1e-4)  # the seed's worked example
+
+
+# configuration ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"canary_share": 1.5}, "canary_share: must be in [0, 1], got 1.5"),
+    ({"head_share": 0.6}, "tail_share: head_share + torso_share + tail_share must be 1"),
+    ({"n_sessions": 0}, "n_sessions: expected a positive integer"),
+    ({"n_sessions": 10, "sessions_per_second": 1.0}, "n_sessions: give n_sessions or sessions_per_second"),
+    ({"sessions_per_second": -1.0}, "sessions_per_second: must be > 0"),
+    ({"regression": 1.0}, "regression: must be in [0, 1)"),
+    ({"regression_bucket": "mid"}, "regression_bucket: 'mid' is not one of head, torso, tail, all"),
+    ({"canary_start": 1.0}, "canary_start: must be in [0, 1)"),
+    ({"top_n_other": 50}, "top_n_other: 50 is more than the candidate pool (30)"),
+    ({"top_n_head": 250, "pool_head": 300}, "top_n_head: 250 results is more than the event limit of 200"),
+    ({"grades_tail": (0.5, 0.5, 0.5, 0.5)}, "grades_tail: probabilities must sum to 1"),
+    ({"grades_head": (1.0, 0.0)}, "grades_head: expected 4 probabilities"),
+    ({"invalid_rate": 0.7}, "invalid_rate: must be in [0, 0.5]"),
+    ({"label_delay_mean_s": 0.0}, "label_delay_mean_s: must be > 0"),
+    ({"duration_s": math.nan}, "duration_s: expected a finite number"),
+    ({"seed": -1}, "seed: expected a non-negative integer"),
+    ({"canary_ranker": "ranker-a"}, "canary_ranker: must differ from control_ranker"),
+    ({"n_tail": 0}, "n_tail: expected a positive integer"),
+])
+def test_config_errors_name_the_field(overrides: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError) as error:
+        SimConfig(**overrides)  # type: ignore[arg-type]
+    assert message in str(error.value)
+
+
+def test_doctests() -> None:
+    for module in (sim_config, sim_package):
+        assert doctest.testmod(module).failed == 0
+
+
+def test_session_count_from_rate() -> None:
+    config = SimConfig(duration_s=60.0, sessions_per_second=2.5)
+    run = simulate(config)
+    assert len(run.sessions) == 150
+    assert all(config.start_ts <= s.ts < config.start_ts + 60.0 for s in run.sessions.values())
+    impressions = [decode_event(e.value, SEED_SCALE) for e in run.events if e.topic == "impressions"]
+    assert all(isinstance(i, Impression) for i in impressions)
