@@ -162,7 +162,10 @@ def _results(value: object, limits: Limits) -> tuple[Result, ...]:
         where = f"results[{i}]"
         if not isinstance(item, dict):
             raise EventError(where, "expected an object")
-        doc = _text(item, "doc_id", limits.max_id_chars)
+        try:
+            doc = _text(item, "doc_id", limits.max_id_chars)
+        except EventError as error:
+            raise EventError(f"{where}.{error.field}", error.reason) from None
         assert doc is not None
         position = item.get("position")
         if isinstance(position, bool) or not isinstance(position, int):
