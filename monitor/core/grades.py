@@ -17,7 +17,7 @@ A grade has three numeric faces:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from monitor.core.errors import GradeError
@@ -195,7 +195,3 @@ def parse_scale(spec: str) -> Scale:
         raise GradeError(f"bad scale {spec!r}: relevant-from grade {threshold_name!r} is not one of {names}")
     cut = names.index(threshold_name)
     return GradeScale("custom", tuple(Grade(n, i, g, i >= cut) for i, (n, g) in enumerate(pairs)))
-
-
-def gains_of(scale: Scale, values: Iterable[GradeValue]) -> list[float]:
-    return [scale.gain(v) for v in values]

@@ -12,7 +12,6 @@ import heapq
 import math
 import zlib
 from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from monitor.core.events import (
@@ -21,7 +20,6 @@ from monitor.core.events import (
     Event,
     EventError,
     Impression,
-    Label,
     Limits,
     decode_event,
 )
@@ -33,12 +31,15 @@ from monitor.core.stream.join import (
     Loaded,
     Transition,
     budget_period,
+    close_step,
+    fan_out_annotation,
     frequency_slices,
+    next_watermark,
     step,
 )
 from monitor.core.stream.rollup import Sliced, rollup, slice_keys
 from monitor.core.stream.session import SessionRecord, query_key
-from monitor.core.stream.stats import Stats, add
+from monitor.core.stream.stats import Stats, add, is_removal
 from monitor.export.snapshot import Snapshot
 
 TOPICS = ("impressions", "annotations", "deploys")
@@ -136,8 +137,7 @@ class MemoryPipeline:
             loaded.sketch = [state.sketch.get(i, {}) for i in frequency_slices(event.ts, self.config)]
             period = budget_period(event.ts, self.config)
             loaded.budget_used = {b: state.budget.get((b, period), 0.0) for b in self.config.k}
-        watermark = max(state.watermark, event.ts) if isinstance(event, Impression) else state.watermark
-        loaded.due = state.due(watermark, self.config.max_closes_per_step)
+        loaded.due = state.due(next_watermark(state.watermark, event), self.config.max_closes_per_step)
         return loaded
 
     def _process(self, partition: int, event: Event) -> None:
@@ -163,7 +163,7 @@ class MemoryPipeline:
         for ts, group, delta in t.deltas:
             for slice_key in slice_keys(ts, self.config):
                 add(state.slices.setdefault(slice_key, {}).setdefault(group, {}), delta)
-            removal = delta.get("sessions", 0.0) + delta.get("expired", 0.0) < 0
+            removal = is_removal(delta)
             target = self.totals_removed if removal else self.totals_added
             add(target.setdefault(group, {}), delta, -1.0 if removal else 1.0)
         for group, name, amount in t.counters:
@@ -186,10 +186,8 @@ class MemoryPipeline:
         """Query-level judgments become session annotations for the query's sessions in the join."""
         for partition, session_id in sorted(self.pending_queries.get(key, set())):
             record = self.state[partition].records.get(session_id)
-            if record is None:
-                continue
-            grades = tuple(Label(doc, self.scale.parse(level)) for doc, level in sorted(labels.items()))
-            self._queue.append((partition, Annotation(grades, session_id=session_id)))
+            if record is not None:
+                self._queue.append((partition, fan_out_annotation(session_id, labels, self.scale)))
 
     def _count(self, group: str, name: str, delta: float = 1.0) -> None:
         self.counters[(group, name)] = self.counters.get((group, name), 0.0) + delta
@@ -201,8 +199,6 @@ class MemoryPipeline:
 
     def advance(self, watermark: float) -> None:
         """Move every partition's watermark forward (end of a replay) and close what is due."""
-        from monitor.core.stream.join import close_step
-
         for partition, state in enumerate(self.state):
             while True:
                 due = state.due(watermark, self.config.max_closes_per_step)
@@ -223,6 +219,3 @@ class MemoryPipeline:
 
     def counter(self, name: str, group: str = "") -> float:
         return self.counters.get((group, name), 0.0)
-
-    def counter_totals(self, name: str) -> Mapping[str, float]:
-        return {g: v for (g, n), v in self.counters.items() if n == name}

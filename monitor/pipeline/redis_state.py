@@ -37,14 +37,17 @@ from monitor.core.stream.join import (
     Loaded,
     Transition,
     budget_period,
+    close_step,
+    fan_out_annotation,
     frequency_cells,
     frequency_slices,
+    next_watermark,
     step,
 )
 from monitor.core.stream.rollup import rollup, slice_keys, wanted_slices
 from monitor.core.stream.session import SessionRecord, query_key
 from monitor.core.stream.sketch import cell_field
-from monitor.core.stream.stats import Stats
+from monitor.core.stream.stats import Stats, is_removal
 from monitor.export.snapshot import Snapshot
 
 
@@ -63,6 +66,7 @@ class RedisState:
                  prefix: str = "srm", limits: Limits = DEFAULT_LIMITS) -> None:
         self.redis, self.config, self.scale, self.partitions = redis, config, scale, partitions
         self.prefix, self.limits = prefix, limits
+        self._registered: set[int] = set()  # partitions already in the global set (one SADD each)
 
     # -- keys -----------------------------------------------------------------------------------------
     def _p(self, partition: int, *parts: object) -> str:
@@ -94,9 +98,23 @@ class RedisState:
         fan_out = await self._write(partition, transition, topic, offset)
         return Outcome(transition=transition, fan_out=fan_out)
 
+    async def _watermark(self, partition: int) -> float:
+        raw = await self.redis.hget(self._p(partition, "meta"), "wm")
+        return float(raw) if raw is not None else -math.inf
+
+    async def _due(self, partition: int, watermark: float) -> list[SessionRecord]:
+        """Pending sessions whose deadline is at or before ``watermark`` (at most one step's worth)."""
+        if watermark == -math.inf:
+            return []
+        ids = await self.redis.zrangebyscore(self._p(partition, "dl"), "-inf", watermark, start=0,
+                                             num=self.config.max_closes_per_step)
+        if not ids:
+            return []
+        records = await self.redis.mget([self._p(partition, "s", _text(i)) for i in ids])
+        return [SessionRecord.from_json(r) for r in records if r]
+
     async def _load(self, partition: int, event: Event) -> Loaded:
-        raw_wm = await self.redis.hget(self._p(partition, "meta"), "wm")
-        loaded = Loaded(watermark=float(raw_wm) if raw_wm is not None else -math.inf)
+        loaded = Loaded(watermark=await self._watermark(partition))
         session_id = event.session_id if isinstance(event, Impression | Annotation) else None
         if session_id is not None:
             record, early = await self.redis.mget(self._p(partition, "s", session_id),
@@ -115,13 +133,7 @@ class RedisState:
                              for values in await pipe.execute()]
             budget = await self.redis.hgetall(self._p(partition, "bud", budget_period(event.ts, self.config)))
             loaded.budget_used = {_text(k): float(v) for k, v in budget.items()}
-        watermark = max(loaded.watermark, event.ts) if isinstance(event, Impression) else loaded.watermark
-        if math.isfinite(watermark):
-            due_ids = await self.redis.zrangebyscore(self._p(partition, "dl"), "-inf", watermark, start=0,
-                                                     num=self.config.max_closes_per_step)
-            if due_ids:
-                records = await self.redis.mget([self._p(partition, "s", _text(i)) for i in due_ids])
-                loaded.due = [SessionRecord.from_json(r) for r in records if r]
+        loaded.due = await self._due(partition, next_watermark(loaded.watermark, event))
         return loaded
 
     async def _write(self, partition: int, t: Transition, topic: str | None,
@@ -137,7 +149,9 @@ class RedisState:
             await self.redis.hset(self._q(qkey, "labels"), mapping=cast(Any, labels))
             await self.redis.expire(self._q(qkey, "labels"), ttl)
             fan_out = await self._fan_out(qkey, labels)
-        await self.redis.sadd(f"{self.prefix}:partitions", partition)
+        if partition not in self._registered:
+            await self.redis.sadd(f"{self.prefix}:partitions", partition)
+            self._registered.add(partition)
 
         pipe = self.redis.pipeline(transaction=True)
         meta = self._p(partition, "meta")
@@ -159,7 +173,7 @@ class RedisState:
                 for name, value in delta.items():
                     pipe.hincrbyfloat(key, f"{group}|{name}", value)
                 pipe.expire(key, int(config.windows[window] + 2 * config.slice_width(window)))
-            removal = delta.get("sessions", 0.0) + delta.get("expired", 0.0) < 0
+            removal = is_removal(delta)
             totals = self._p(partition, "rem" if removal else "add")
             for name, value in delta.items():
                 pipe.hincrbyfloat(totals, f"{group}|{name}", -value if removal else value)
@@ -182,28 +196,19 @@ class RedisState:
         return tuple(fan_out)
 
     async def _fan_out(self, qkey: str, labels: Labels) -> list[tuple[str, Annotation]]:
-        from monitor.core.events import Label
-
         members = sorted(_text(m) for m in await self.redis.smembers(self._q(qkey, "pending")))
-        grades = tuple(Label(doc, self.scale.parse(level)) for doc, level in sorted(labels.items()))
-        return [(m.split(":", 1)[1], Annotation(grades, session_id=m.split(":", 1)[1])) for m in members]
+        session_ids = [m.split(":", 1)[1] for m in members]
+        return [(sid, fan_out_annotation(sid, labels, self.scale)) for sid in session_ids]
 
     async def advance(self, watermark: float) -> None:
         """Close every partition's sessions due by ``watermark`` (``inf``: all; the end of a replay)."""
-        from monitor.core.stream.join import close_step
-
         for partition in sorted(int(p) for p in await self.redis.smembers(f"{self.prefix}:partitions")):
             while True:
-                raw_wm = await self.redis.hget(self._p(partition, "meta"), "wm")
-                loaded = Loaded(watermark=float(raw_wm) if raw_wm is not None else -math.inf)
-                due_ids = await self.redis.zrangebyscore(self._p(partition, "dl"), "-inf", watermark, start=0,
-                                                         num=self.config.max_closes_per_step)
-                records = await self.redis.mget([self._p(partition, "s", _text(i)) for i in due_ids]) \
-                    if due_ids else []
-                loaded.due = [SessionRecord.from_json(r) for r in records if r]
+                due = await self._due(partition, watermark)
+                loaded = Loaded(watermark=await self._watermark(partition), due=due)
                 closing = close_step(loaded, watermark, self.config, self.scale)
                 await self._write(partition, closing, None, None)
-                if not due_ids:
+                if not due:
                     break
 
     # -- export ---------------------------------------------------------------------------------------

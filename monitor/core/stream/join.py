@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from monitor.core.events import Annotation, Deploy, Event, Impression
+from monitor.core.events import Annotation, Deploy, Event, Impression, Label
 from monitor.core.grades import Scale, TrecScale
 from monitor.core.judged import JudgedList
 from monitor.core.stream.config import StreamConfig
@@ -92,6 +92,12 @@ def max_level(scale: Scale) -> float:
 
 def next_watermark(watermark: float, event: Event) -> float:
     return max(watermark, event.ts) if isinstance(event, Impression) else watermark
+
+
+def fan_out_annotation(session_id: str, labels: Labels, scale: Scale) -> Annotation:
+    """A query-level judgment restated as a session annotation for one session of the query."""
+    grades = tuple(Label(doc, scale.parse(level)) for doc, level in sorted(labels.items()))
+    return Annotation(grades, session_id=session_id)
 
 
 def frequency_cells(query: str, config: StreamConfig) -> list[Cell]:

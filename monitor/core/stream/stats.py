@@ -12,8 +12,7 @@ RR, label coverage over scored and expired sessions. Empty statistics give None,
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from monitor.core.aggregates import Mean
@@ -55,15 +54,13 @@ def add(into: Stats, delta: Mapping[str, float], sign: float = 1.0) -> None:
         into[name] = into.get(name, 0.0) + sign * value
 
 
-def merged(parts: Iterable[Mapping[str, float]]) -> Stats:
-    out: Stats = {}
-    for part in parts:
-        add(out, part)
-    return out
-
-
 def negated(delta: Mapping[str, float]) -> Stats:
     return {name: -value for name, value in delta.items()}
+
+
+def is_removal(delta: Mapping[str, float]) -> bool:
+    """A delta that takes a session's contribution back (see :func:`negated`)."""
+    return delta.get("sessions", 0.0) + delta.get("expired", 0.0) < 0
 
 
 @dataclass(frozen=True)
@@ -105,5 +102,3 @@ def summarise(stats: Mapping[str, float]) -> Summary:
     )
 
 
-def finite_or_none(value: float | None) -> float | None:
-    return value if value is not None and not math.isnan(value) else None
