@@ -3,7 +3,12 @@
 A :class:`Stats` is a mapping field → number whose merge is field-wise addition, so it maps one to one
 onto a Redis hash updated with ``HINCRBYFLOAT`` and onto in-process dicts. A scored session contributes
 
-    sessions = 1, dcg, dcg_sq, ndcg, ndcg_sq, rr, coverage, concordant, discordant, grade_tied, score_tied
+    sessions = 1, dcg, dcg_sq, ndcg, ndcg_sq, rr, coverage, concordant, discordant, grade_tied, score_tied,
+    pnr_pos_sq, pnr_neg_sq, pnr_pos_neg
+
+(the last three are second moments of the session's positive pairs P = concordant + grade_tied, the seed's
+convention, and negative pairs N = discordant: Σ P², Σ N², Σ P·N, so that a test on the ratio ΣP / ΣN can
+use the delta method)
 
 and an expired one ``expired = 1, expired_coverage``. Derived values (:func:`summarise`): mean DCG@k with a
 95% normal-approximation interval, mean NDCG@k, PNR from summed pair counts (both tie conventions), mean
@@ -24,7 +29,8 @@ from monitor.core.metrics.pairs import PairCounts
 Stats = dict[str, float]
 
 SCORED_FIELDS = ("sessions", "dcg", "dcg_sq", "ndcg", "ndcg_sq", "rr", "coverage",
-                 "concordant", "discordant", "grade_tied", "score_tied")
+                 "concordant", "discordant", "grade_tied", "score_tied",
+                 "pnr_pos_sq", "pnr_neg_sq", "pnr_pos_neg")
 EXPIRED_FIELDS = ("expired", "expired_coverage")
 FIELDS = SCORED_FIELDS + EXPIRED_FIELDS
 
@@ -36,12 +42,14 @@ def session_stats(judged: JudgedList, k: int) -> Stats:
     top = JudgedList(judged.gains[:k], judged.levels[:k], judged.relevant[:k], judged.judged[:k],
                      judged.scores[:k], judged.pool_gains, judged.n_relevant, judged.max_level)
     pairs = list_pair_counts(top)
+    positive, negative = float(pairs.concordant + pairs.grade_tied), float(pairs.discordant)
     return {
         "sessions": 1.0, "dcg": value, "dcg_sq": value * value, "ndcg": normalised,
         "ndcg_sq": normalised * normalised, "rr": reciprocal_rank(judged.relevant, k),
         "coverage": top.coverage() or 0.0, "concordant": float(pairs.concordant),
         "discordant": float(pairs.discordant), "grade_tied": float(pairs.grade_tied),
-        "score_tied": float(pairs.score_tied),
+        "score_tied": float(pairs.score_tied), "pnr_pos_sq": positive * positive,
+        "pnr_neg_sq": negative * negative, "pnr_pos_neg": positive * negative,
     }
 
 
