@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable, Sequence
 
@@ -10,6 +11,11 @@ from monitor import __version__
 USAGE = """usage: monitor <command> [options]
 
 commands:
+  demo       simulated traffic through the pipeline in one process: live view, /metrics, canary verdict
+  replay     the same pipeline over a JSONL file of events, ending with the demo's summary
+  report     an HTML report with plots of a demo or replay run
+  worker     the Kafka stream processor (faust-streaming) with Redis state and HTTP /metrics
+  canary     the current canary verdict per bucket and metric, read from Redis
   evaluate   offline evaluation of TREC qrels/run files or JSONL impression sessions
   services   start, stop or inspect local Kafka, Redis, Prometheus and Alertmanager (up | down | status)
 
@@ -17,21 +23,24 @@ Run 'monitor <command> --help' for a command's options.
 """
 
 
-def _evaluate(argv: Sequence[str]) -> int:
-    from monitor.offline.cli import main as evaluate_main
+def _delegate(module: str) -> Callable[[Sequence[str]], int]:
+    """A sub-command whose module is imported only when it runs (the worker's imports are heavy)."""
 
-    return evaluate_main(argv)
+    def run(argv: Sequence[str]) -> int:
+        entry: Callable[[Sequence[str]], int] = importlib.import_module(module).main
+        return entry(argv)
 
-
-def _services(argv: Sequence[str]) -> int:
-    from monitor.services.cli import main as services_main
-
-    return services_main(argv)
+    return run
 
 
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
-    "evaluate": _evaluate,
-    "services": _services,
+    "demo": _delegate("monitor.demo.cli"),
+    "replay": _delegate("monitor.demo.replay_cli"),
+    "report": _delegate("monitor.demo.report_cli"),
+    "worker": _delegate("monitor.worker.cli"),
+    "canary": _delegate("monitor.worker.canary_cli"),
+    "evaluate": _delegate("monitor.offline.cli"),
+    "services": _delegate("monitor.services.cli"),
 }
 
 
