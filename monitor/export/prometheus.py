@@ -30,6 +30,8 @@ GAUGES: dict[str, tuple[str, str, list[str]]] = {
     "rr": ("reciprocal_rank", "Mean reciprocal rank of the first relevant document", WINDOW_LABELS),
     "sessions": ("sessions_scored", "Sessions scored in the window", SHORT_LABELS),
     "expired": ("sessions_expired", "Sessions expired in the window", SHORT_LABELS),
+    "join_lag": ("join_lag_seconds", "Mean event time from impression to first scoring (label delay), seconds",
+                 SHORT_LABELS),
     "coverage": ("label_coverage", "Mean share of the top k labelled, over scored and expired sessions",
                  SHORT_LABELS),
 }
@@ -84,6 +86,8 @@ class RelevanceCollector(Collector):
             families["expired"].add_metric(short, s.expired)
             if s.coverage is not None:
                 families["coverage"].add_metric(short, s.coverage)
+            if s.join_lag is not None:
+                families["join_lag"].add_metric(short, s.join_lag)
         yield from families.values()
 
         watermark = self._gauge("watermark_seconds", "Largest impression event time seen (Unix seconds)", [])

@@ -85,6 +85,9 @@ def test_early_labels_close_late_labels_and_corrections() -> None:
     assert summary.pnr == 1.0  # s1: one grade-tied pair (positive); s2: one inversion
     assert pipeline.counter("corrections", "tail|r1|control") == 1
     assert pipeline.counter("scored", "tail|r1|control") == 2
+    # join lag is event time to the first scoring: s1 at once, s2 when s3 moved the watermark to 1200;
+    # re-scores keep the first time
+    assert summary.join_lag == pytest.approx((0 + (1200 - 1010)) / 2)
 
 
 def test_invalid_events_become_dead_letters_with_codes() -> None:

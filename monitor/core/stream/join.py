@@ -124,8 +124,9 @@ def _score(record: SessionRecord, scale: Scale, now: float, out: Transition) -> 
     _take_back(record, out)
     if record.status != "scored":
         out.counters.append((record.group, "scored", 1.0))
-    record.status, record.contribution = "scored", new
     record.scored_at = now if record.scored_at is None else record.scored_at
+    new["join_lag"] = max(record.scored_at - record.ts, 0.0)
+    record.status, record.contribution = "scored", new
     out.deltas.append((record.ts, record.group, new))
 
 

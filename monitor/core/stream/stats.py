@@ -8,7 +8,9 @@ onto a Redis hash updated with ``HINCRBYFLOAT`` and onto in-process dicts. A sco
 
 (the last three are second moments of the session's positive pairs P = concordant + grade_tied, the seed's
 convention, and negative pairs N = discordant: Σ P², Σ N², Σ P·N, so that a test on the ratio ΣP / ΣN can
-use the delta method)
+use the delta method), and join_lag: the event time from the impression to its first scoring (the
+partition's watermark then), which depends on how topics interleave and so is the one field that is not
+a function of the impressions and final labels alone.
 
 and an expired one ``expired = 1, expired_coverage``. Derived values (:func:`summarise`): mean DCG@k with a
 95% normal-approximation interval, mean NDCG@k, PNR from summed pair counts (both tie conventions), mean
@@ -30,7 +32,7 @@ Stats = dict[str, float]
 
 SCORED_FIELDS = ("sessions", "dcg", "dcg_sq", "ndcg", "ndcg_sq", "rr", "coverage",
                  "concordant", "discordant", "grade_tied", "score_tied",
-                 "pnr_pos_sq", "pnr_neg_sq", "pnr_pos_neg")
+                 "pnr_pos_sq", "pnr_neg_sq", "pnr_pos_neg", "join_lag")
 EXPIRED_FIELDS = ("expired", "expired_coverage")
 FIELDS = SCORED_FIELDS + EXPIRED_FIELDS
 
@@ -85,6 +87,7 @@ class Summary:
     rr: float | None
     coverage: float | None
     pairs: PairCounts
+    join_lag: float | None = None
 
 
 def _count(stats: Mapping[str, float], name: str) -> int:
@@ -107,6 +110,7 @@ def summarise(stats: Mapping[str, float]) -> Summary:
         rr=stats.get("rr", 0.0) / n if n > 0 else None,
         coverage=None if coverage is None else min(max(coverage, 0.0), 1.0),
         pairs=pairs,
+        join_lag=stats.get("join_lag", 0.0) / n if n > 0 and "join_lag" in stats else None,
     )
 
 
