@@ -30,7 +30,7 @@ GAUGES: dict[str, tuple[str, str, list[str]]] = {
     "rr": ("reciprocal_rank", "Mean reciprocal rank of the first relevant document", WINDOW_LABELS),
     "sessions": ("sessions_scored", "Sessions scored in the window", SHORT_LABELS),
     "expired": ("sessions_expired", "Sessions expired in the window", SHORT_LABELS),
-    "join_lag": ("join_lag_seconds", "Mean event time from impression to first scoring (label delay), seconds",
+    "join_lag": ("join_lag_seconds", "Mean event time from impression to first scoring, seconds",
                  SHORT_LABELS),
     "coverage": ("label_coverage", "Mean share of the top k labelled, over scored and expired sessions",
                  SHORT_LABELS),
