@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import zlib
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -37,6 +36,7 @@ from monitor.core.stream.join import (
     next_watermark,
     step,
 )
+from monitor.core.stream.partition import partition_for
 from monitor.core.stream.rollup import Sliced, rollup, slice_keys
 from monitor.core.stream.session import SessionRecord, query_key
 from monitor.core.stream.stats import Stats, add, is_removal
@@ -81,7 +81,8 @@ class PartitionState:
 
 
 def partition_of(key: bytes | None, partitions: int) -> int:
-    return zlib.crc32(key or b"") % partitions
+    """The partition Kafka's default partitioner gives ``key``, so in-process state matches the worker's."""
+    return partition_for(key, partitions)
 
 
 class MemoryPipeline:
