@@ -36,6 +36,7 @@ _CODES = (
     ("invalid JSON", "invalid_json"),
     ("unknown schema version", "unknown_schema"),
     ("unknown event type", "unknown_type"),
+    ("on the wrong topic", "wrong_topic"),
     ("unknown grade", "unknown_grade"),
     ("longer than", "oversized"),
     ("more than the limit", "too_many_items"),
@@ -279,3 +280,43 @@ def decode_event(raw: bytes, scale: Scale, limits: Limits = DEFAULT_LIMITS) -> E
 
 def _reject_constant(name: str) -> float:
     raise EventError("", f"invalid JSON: {name} is not a JSON number")
+
+
+TOPIC_TYPES = {"impressions": Impression, "annotations": Annotation, "deploys": Deploy}
+_TYPE_NAMES = {Impression: "impression", Annotation: "annotation", Deploy: "deploy"}
+
+
+def expect_topic(event: Event, role: str) -> Event:
+    """``event`` if its type belongs on the topic of ``role`` (impressions, annotations or deploys).
+
+    A misrouted event is refused, not processed: its key was chosen for another topic, so it may sit on a
+    partition that does not hold its session.
+
+    >>> expect_topic(Deploy("deploy", "r2", 1.0), "impressions")
+    Traceback (most recent call last):
+    ...
+    monitor.core.events.EventError: type: deploy event on the wrong topic (impressions takes impression)
+    """
+    wanted = TOPIC_TYPES[role]
+    if not isinstance(event, wanted):
+        raise EventError("type", f"{_TYPE_NAMES[type(event)]} event on the wrong topic "
+                                 f"({role} takes {_TYPE_NAMES[wanted]})")
+    return event
+
+
+def encode_annotation(annotation: Annotation) -> bytes:
+    """The JSON bytes of a session or query annotation in schema 1 (grades as levels on the scale).
+
+    >>> from monitor.core.grades import SEED_SCALE
+    >>> encode_annotation(Annotation((Label("d1", SEED_SCALE.parse("高")),), session_id="s1")).decode()
+    '{"type":"annotation","schema":1,"session_id":"s1","grades":[{"doc_id":"d1","grade":3}]}'
+    """
+    body: dict[str, Any] = {"type": "annotation", "schema": 1}
+    if annotation.session_id is not None:
+        body["session_id"] = annotation.session_id
+    if annotation.query is not None:
+        body["query"] = annotation.query
+    body["grades"] = [{"doc_id": label.doc_id, "grade": label.grade.level} for label in annotation.labels]
+    if annotation.ts is not None:
+        body["ts"] = annotation.ts
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()

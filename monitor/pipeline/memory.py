@@ -21,6 +21,7 @@ from monitor.core.events import (
     Impression,
     Limits,
     decode_event,
+    expect_topic,
 )
 from monitor.core.grades import Scale
 from monitor.core.stream.config import StreamConfig
@@ -114,7 +115,7 @@ class MemoryPipeline:
         try:
             if topic not in TOPICS:
                 raise EventError("topic", f"unknown topic {topic!r}")
-            event = decode_event(value, self.scale, self.limits)
+            event = expect_topic(decode_event(value, self.scale, self.limits), topic)
         except EventError as error:
             self.dead_letters.append(DeadLetter(topic, partition, offset, error.code, error.field,
                                                 error.reason, value))

@@ -93,11 +93,13 @@ def test_early_labels_close_late_labels_and_corrections() -> None:
 def test_invalid_events_become_dead_letters_with_codes() -> None:
     pipeline = MemoryPipeline(StreamConfig(), SEED_SCALE)
     bad = [b"{not json", b"\xff\xfe", b'{"type": "impression", "schema": 7}',
-           b'{"type": "annotation", "session_id": "s", "doc_id": "a", "grade": "great"}', b"[]"]
+           b'{"type": "annotation", "session_id": "s", "doc_id": "a", "grade": "great"}', b"[]",
+           label("s", "a", 2)]
     for raw in bad:
         pipeline.submit("impressions", b"k", raw)
     assert [d.code for d in pipeline.dead_letters] == ["invalid_json", "invalid_utf8", "unknown_schema",
-                                                       "unknown_grade", "wrong_type"]
+                                                       "unknown_grade", "wrong_type", "wrong_topic"]
+    assert pipeline.dead_letters[-1].reason == "annotation event on the wrong topic (impressions takes impression)"
     assert all(d.raw == raw for d, raw in zip(pipeline.dead_letters, bad, strict=True))
     assert pipeline.windows() == {}
 
