@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -29,6 +29,7 @@ from monitor.core.events import (
     Impression,
     Limits,
     decode_event,
+    expect_topic,
 )
 from monitor.core.grades import Scale
 from monitor.core.stream.config import StreamConfig
@@ -61,6 +62,9 @@ class Outcome:
     fan_out: tuple[tuple[str, Annotation], ...] = ()  # (session id, annotation) to publish, keyed by session
 
 
+Publish = Callable[[Outcome], Awaitable[None]]
+
+
 class RedisState:
     def __init__(self, redis: Redis, config: StreamConfig, scale: Scale, partitions: int,
                  prefix: str = "srm", limits: Limits = DEFAULT_LIMITS) -> None:
@@ -76,27 +80,42 @@ class RedisState:
         return f"{self.prefix}:{{q:{key}}}:{part}"
 
     # -- one message ----------------------------------------------------------------------------------
-    async def handle(self, partition: int, topic: str, offset: int, raw: bytes) -> Outcome:
+    async def handle(self, partition: int, topic: str, offset: int, raw: bytes,
+                     publish: Publish | None = None, role: str | None = None) -> Outcome:
+        """Apply one message unless its offset is already applied.
+
+        ``publish`` gets the outcome (dead letter, annotation requests, fan-out annotations) before the
+        state and the offset are committed: a crash in between re-publishes on redelivery (at least once,
+        never lost). ``role`` (impressions, annotations, deploys) refuses events of another type."""
         meta = self._p(partition, "meta")
         applied = await self.redis.hget(meta, f"off:{topic}")
         if applied is not None and int(applied) >= offset:
             return Outcome(skipped=True)
         try:
             event = decode_event(raw, self.scale, self.limits)
+            if role is not None:
+                expect_topic(event, role)
         except EventError as error:
+            outcome = Outcome(dead_letter=error)
+            if publish is not None:
+                await publish(outcome)
             pipe = self.redis.pipeline(transaction=True)
             pipe.hincrbyfloat(self._p(partition, "cnt"), f"|dead_letter:{error.code}", 1.0)
             pipe.hset(meta, f"off:{topic}", offset)
             await pipe.execute()
-            return Outcome(dead_letter=error)
-        return await self.apply_event(partition, event, topic, offset)
+            return outcome
+        return await self.apply_event(partition, event, topic, offset, publish)
 
     async def apply_event(self, partition: int, event: Event, topic: str | None = None,
-                          offset: int | None = None) -> Outcome:
+                          offset: int | None = None, publish: Publish | None = None) -> Outcome:
         loaded = await self._load(partition, event)
         transition = step(event, loaded, self.config, self.scale, self.partitions)
-        fan_out = await self._write(partition, transition, topic, offset)
-        return Outcome(transition=transition, fan_out=fan_out)
+        fan_out = await self._query_writes(partition, transition, loaded)
+        outcome = Outcome(transition=transition, fan_out=fan_out)
+        if publish is not None:
+            await publish(outcome)
+        await self._write(partition, transition, topic, offset)
+        return outcome
 
     async def _watermark(self, partition: int) -> float:
         raw = await self.redis.hget(self._p(partition, "meta"), "wm")
@@ -136,19 +155,32 @@ class RedisState:
         loaded.due = await self._due(partition, next_watermark(loaded.watermark, event))
         return loaded
 
-    async def _write(self, partition: int, t: Transition, topic: str | None,
-                     offset: int | None) -> tuple[tuple[str, Annotation], ...]:
-        config, ttl = self.config, int(self.config.state_ttl)
+    async def _query_writes(self, partition: int, t: Transition,
+                            loaded: Loaded) -> tuple[tuple[str, Annotation], ...]:
+        """Per-query keys live in other slots: idempotent writes before the transaction, and the
+        query-level labels to fan out to sessions (to publish, keyed by session)."""
+        ttl = int(self.config.state_ttl)
         fan_out: list[tuple[str, Annotation]] = []
-        # Per-query keys live in other slots: idempotent writes before the transaction.
         for qkey, session_id in t.pending_queries:
             await self.redis.sadd(self._q(qkey, "pending"), f"{partition}:{session_id}")
             await self.redis.expire(self._q(qkey, "pending"), ttl)
+            # A judgment for the query written on another partition after this impression read the
+            # query's labels, and fanned out before the SADD above, reached no one: catch it here.
+            # (Either its fan-out saw this session, or this read sees its labels; both is harmless.)
+            stored = await self.redis.hgetall(self._q(qkey, "labels"))
+            labels = {_text(k): int(v) for k, v in stored.items()}
+            missed = {d: g for d, g in labels.items() if loaded.query_labels.get(d) != g}
+            if missed:
+                fan_out.append((session_id, fan_out_annotation(session_id, missed, self.scale)))
         if t.query_labels is not None:
             qkey, labels = t.query_labels
             await self.redis.hset(self._q(qkey, "labels"), mapping=cast(Any, labels))
             await self.redis.expire(self._q(qkey, "labels"), ttl)
-            fan_out = await self._fan_out(qkey, labels)
+            fan_out.extend(await self._fan_out(qkey, labels))
+        return tuple(fan_out)
+
+    async def _write(self, partition: int, t: Transition, topic: str | None, offset: int | None) -> None:
+        config, ttl = self.config, int(self.config.state_ttl)
         if partition not in self._registered:
             await self.redis.sadd(f"{self.prefix}:partitions", partition)
             self._registered.add(partition)
@@ -193,7 +225,6 @@ class RedisState:
         if topic is not None and offset is not None:
             pipe.hset(meta, f"off:{topic}", offset)
         await pipe.execute()
-        return tuple(fan_out)
 
     async def _fan_out(self, qkey: str, labels: Labels) -> list[tuple[str, Annotation]]:
         members = sorted(_text(m) for m in await self.redis.smembers(self._q(qkey, "pending")))
