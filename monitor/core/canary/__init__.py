@@ -1,0 +1,15 @@
+"""The canary verdict: an always-valid sequential test of candidate against baseline relevance.
+
+``compare`` gives one :class:`Verdict` (pass / regression / inconclusive, the relative change with its
+confidence sequence and the evidence) from two groups' cumulative Stats; ``comparisons`` pairs the
+groups (canary vs control, after vs before a deploy) and compares each pair on DCG and PNR;
+:mod:`.alerts` turns comparisons into alerts. Pure: numpy/math only, time is passed in. The method, its
+defaults and its benchmark are in ``docs/canary.md``.
+"""
+
+from monitor.core.canary.compare import VERDICTS, Verdict, compare
+from monitor.core.canary.config import CanaryConfig
+from monitor.core.canary.estimates import METRICS
+from monitor.core.canary.pairing import KINDS, Comparison, comparisons
+
+__all__ = ["KINDS", "METRICS", "VERDICTS", "CanaryConfig", "Comparison", "Verdict", "compare", "comparisons"]

@@ -1,0 +1,46 @@
+"""The canary test's settings: one frozen value, validated at construction.
+
+* ``alpha`` (0.05): the confidence sequence covers the true relative change at *every* session with
+  probability ≥ 1 − alpha, so looking after each session is allowed;
+* ``min_relative_drop`` (0.02): the smallest relative drop worth a "regression"; "pass" means the
+  sequence rules out a drop this large (``docs/canary.md`` says why 2%);
+* ``min_sessions`` (200 per arm): below this either arm is too small for the normal approximation of
+  zero-inflated DCG, and the verdict is "inconclusive" whatever the numbers say;
+* ``mixture_sd`` (0.05): τ, the standard deviation of the normal mixture over the log ratio (the mSPRT
+  "prior"). The sequence is tightest when its half-width is ≈ 1.07 τ, i.e. around drops of 5%.
+
+>>> CanaryConfig().alpha
+0.05
+>>> CanaryConfig(alpha=1.5)
+Traceback (most recent call last):
+...
+ValueError: alpha: must be in (0, 1), got 1.5
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CanaryConfig:
+    alpha: float = 0.05
+    min_relative_drop: float = 0.02
+    min_sessions: int = 200
+    mixture_sd: float = 0.05
+
+    def __post_init__(self) -> None:
+        for name in ("alpha", "min_relative_drop", "mixture_sd"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"{name}: expected a finite number, got {value!r}")
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"alpha: must be in (0, 1), got {self.alpha!r}")
+        if not 0.0 < self.min_relative_drop < 1.0:
+            raise ValueError(f"min_relative_drop: must be in (0, 1), got {self.min_relative_drop!r}")
+        if self.mixture_sd <= 0.0:
+            raise ValueError(f"mixture_sd: must be > 0, got {self.mixture_sd!r}")
+        sessions = self.min_sessions
+        if isinstance(sessions, bool) or not isinstance(sessions, int) or sessions < 2:
+            raise ValueError(f"min_sessions: expected an integer ≥ 2, got {sessions!r}")
