@@ -1,0 +1,355 @@
+"""Static checks of the provisioned Grafana dashboards (``grafana/``), without a Grafana or a Prometheus.
+
+The committed JSON equals what ``grafana/build_dashboards.py`` builds; every ``$variable`` is declared;
+panel ids are unique; every data source reference is the templated variable or the provisioned uid; every
+PromQL expression parses (``promql-parser``, the Rust parser's Python binding, offline) and names only
+series that ``docs/metrics.md`` documents or that the worker's canary and pipeline-health code exports.
+
+:func:`panel_queries` is the list of every query with its variables replaced by concrete values, for a live
+test that runs each one against a real Prometheus (``from tests.unit.test_dashboards_static import
+panel_queries``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import promql_parser
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+GRAFANA = ROOT / "grafana"
+DASHBOARD_DIR = GRAFANA / "dashboards"
+DATASOURCES = GRAFANA / "provisioning" / "datasources" / "prometheus.yml"
+PROVIDERS = GRAFANA / "provisioning" / "dashboards" / "search-relevance.yml"
+METRICS_DOC = ROOT / "docs" / "metrics.md"
+
+#: Series the worker exports that docs/metrics.md may not list yet: the canary detector's, the deploy
+#: times for annotations, pipeline health, and prometheus_client's process collector.
+WORKER_SERIES = frozenset({
+    "search_relevance_canary_estimate", "search_relevance_canary_lower", "search_relevance_canary_upper",
+    "search_relevance_canary_evidence", "search_relevance_canary_verdict", "search_relevance_canary_sessions",
+    "search_relevance_deploy_timestamp_seconds",
+    "search_relevance_events_total", "search_relevance_consumer_lag", "search_relevance_join_lag_seconds",
+    "search_relevance_waiting_sessions", "search_relevance_redis_memory_bytes",
+    "process_start_time_seconds",
+})
+#: Grafana's own variables, with the values a live test substitutes (a 15 s scrape interval).
+BUILTIN_VALUES = {
+    "__rate_interval": "1m", "__interval": "15s", "__interval_ms": "15000", "__range": "1h", "__range_s": "3600",
+    "__range_ms": "3600000", "__all": ".*",
+}
+#: Concrete values for the dashboards' variables: the simulator's rankers (monitor/sim/config.py), the
+#: default windows and arms. The canary dashboard's ``ranker`` is the candidate.
+DEFAULT_VALUES = {"bucket": "head", "ranker": "ranker-a", "variant": "control", "window": "1h", "kind": "canary",
+                  "baseline": "ranker-a"}
+DASHBOARD_VALUES = {"srm-canary": {"ranker": "ranker-b", "baseline": "ranker-a"}}
+VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)|\[\[(\w+)(?::\w+)?\]\]")
+LABEL_VALUES = re.compile(r"^label_values\((?P<selector>.+),\s*(?P<label>\w+)\)$")
+
+
+@dataclass(frozen=True)
+class PanelQuery:
+    """One query of a dashboard: a panel target, an annotation, or a variable's series selector."""
+
+    dashboard: str  # dashboard uid
+    source: str  # "panel", "annotation" or "variable"
+    panel_id: int | None
+    title: str  # panel title, annotation name or variable name
+    ref_id: str
+    raw: str  # as written, with $variables
+    expr: str  # variables replaced by concrete values
+    instant: bool
+
+    @property
+    def id(self) -> str:
+        where = f"panel {self.panel_id}" if self.panel_id is not None else self.source
+        return f"{self.dashboard}/{where}/{self.title}/{self.ref_id}"
+
+
+def dashboards() -> dict[str, dict[str, Any]]:
+    """File name → parsed dashboard JSON."""
+    return {path.name: json.loads(path.read_text(encoding="utf-8")) for path in sorted(DASHBOARD_DIR.glob("*.json"))}
+
+
+def all_panels(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Every panel, including those nested in collapsed rows."""
+    for panel in panels:
+        yield panel
+        yield from all_panels(panel.get("panels", []))
+
+
+def declared_variables(board: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {variable["name"]: variable for variable in board["templating"]["list"]}
+
+
+def substitute(text: str, values: Mapping[str, str]) -> str:
+    """Replace ``$var``, ``${var}``, ``${var:format}`` and ``[[var]]`` with ``values[var]``; a variable
+    without a value stays as written (and the query test then fails on it)."""
+
+    def one(match: re.Match[str]) -> str:
+        name = next(group for group in match.groups() if group)
+        return values.get(name, match.group(0))
+
+    return VARIABLE.sub(one, text)
+
+
+def _values(board: dict[str, Any], overrides: Mapping[str, str] | None) -> dict[str, str]:
+    values = {**BUILTIN_VALUES, **DEFAULT_VALUES, **DASHBOARD_VALUES.get(board["uid"], {})}
+    for variable in board["templating"]["list"]:
+        if variable["type"] == "constant":
+            values[variable["name"]] = variable["query"]
+        elif variable["type"] == "datasource":
+            values[variable["name"]] = provisioned_datasource()["uid"]
+    values.update(overrides or {})
+    return values
+
+
+def panel_queries(values: Mapping[str, str] | None = None) -> list[PanelQuery]:
+    """Every PromQL query of every dashboard (panel targets, annotations, variables' series selectors),
+    with variables replaced: Grafana's built-ins by :data:`BUILTIN_VALUES`, the dashboards' own by
+    :data:`DEFAULT_VALUES` (per dashboard :data:`DASHBOARD_VALUES`), then by ``values``."""
+    out: list[PanelQuery] = []
+    for board in dashboards().values():
+        uid, concrete = board["uid"], _values(board, values)
+        for panel in all_panels(board["panels"]):
+            for target in panel.get("targets", []):
+                out.append(PanelQuery(uid, "panel", panel["id"], panel["title"], target["refId"], target["expr"],
+                                      substitute(target["expr"], concrete), bool(target.get("instant"))))
+        for annotation in board["annotations"]["list"]:
+            if "expr" in annotation:
+                out.append(PanelQuery(uid, "annotation", None, annotation["name"], "annotation",
+                                      annotation["expr"], substitute(annotation["expr"], concrete), False))
+        for variable in board["templating"]["list"]:
+            if variable["type"] == "query":
+                match = LABEL_VALUES.match(variable["definition"])
+                assert match, f"{uid}: variable {variable['name']}: not label_values(selector, label)"
+                selector = match["selector"]
+                out.append(PanelQuery(uid, "variable", None, variable["name"], match["label"], selector,
+                                      substitute(selector, concrete), True))
+    return out
+
+
+def documented_series(text: str) -> set[str]:
+    """Series names in the first column of docs/metrics.md's table; ``_upper`` after
+    ``search_relevance_dcg_ci_lower`` means ``search_relevance_dcg_ci_upper``."""
+    names: set[str] = set()
+    for line in text.splitlines():
+        if not line.startswith("| `"):
+            continue
+        previous = ""
+        for token in re.findall(r"`([a-z_]+)`", line.split("|")[1]):
+            if token.startswith("_") and previous:
+                token = previous.rsplit("_", 1)[0] + token
+            names.add(token)
+            previous = token
+    return names
+
+
+def allowed_series() -> set[str]:
+    return documented_series(METRICS_DOC.read_text(encoding="utf-8")) | WORKER_SERIES
+
+
+def provisioned_datasource() -> dict[str, Any]:
+    (source,) = yaml.safe_load(DATASOURCES.read_text(encoding="utf-8"))["datasources"]
+    return source
+
+
+def series_names(expr: str) -> set[str | None]:
+    """Metric names of every vector selector (``None`` for a selector without one)."""
+    names: set[str | None] = set()
+
+    def visit(node: Any) -> None:
+        if isinstance(node, promql_parser.VectorSelector):
+            by_matcher = [m.value for m in node.matchers.matchers if m.name == "__name__"]
+            names.add(node.name or (by_matcher[0] if by_matcher else None))
+
+    promql_parser.walk(promql_parser.parse(expr), visit)
+    return names
+
+
+def _builder() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("build_dashboards", GRAFANA / "build_dashboards.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _strings(node: Any) -> Iterator[str]:
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for value in node.values():
+            yield from _strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _strings(value)
+
+
+def _datasource_refs(node: Any) -> Iterator[Any]:
+    if isinstance(node, dict):
+        if "datasource" in node:
+            yield node["datasource"]
+        for value in node.values():
+            yield from _datasource_refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _datasource_refs(value)
+
+
+BOARDS = dashboards()
+QUERIES = panel_queries()
+
+
+# ---------------------------------------------------------------- the files
+
+
+def test_committed_json_is_what_the_builder_writes() -> None:
+    built = _builder().built()
+    assert sorted(built) == sorted(BOARDS), "grafana/dashboards/ holds other files than the builder writes"
+    for name, content in built.items():
+        committed = (DASHBOARD_DIR / name).read_text(encoding="utf-8")
+        assert committed == content, f"{name} is out of date: run python grafana/build_dashboards.py"
+
+
+def test_three_dashboards_with_unique_uids_and_titles() -> None:
+    assert len(BOARDS) == 3
+    assert len({board["uid"] for board in BOARDS.values()}) == 3
+    assert len({board["title"] for board in BOARDS.values()}) == 3
+
+
+def test_provisioning_points_at_the_dashboards_and_the_builders_datasource() -> None:
+    source = provisioned_datasource()
+    assert source["type"] == "prometheus"
+    assert source["uid"] == _builder().DATASOURCE_UID
+    assert source["isDefault"] is True
+    (provider,) = yaml.safe_load(PROVIDERS.read_text(encoding="utf-8"))["providers"]
+    assert provider["type"] == "file"
+    assert provider["options"]["path"] == "/etc/grafana/dashboards"  # where docker-compose.yml mounts them
+
+
+# ---------------------------------------------------------------- each dashboard
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_every_variable_used_is_declared(name: str) -> None:
+    board = BOARDS[name]
+    declared = set(declared_variables(board)) | set(BUILTIN_VALUES)
+    used = {next(g for g in m.groups() if g) for s in _strings(board) for m in VARIABLE.finditer(s)}
+    assert used - declared == set(), f"{name}: undeclared variables"
+    for panel in all_panels(board["panels"]):
+        if "repeat" in panel:
+            assert declared_variables(board)[panel["repeat"]]["multi"], f"{name}: repeat over a single value"
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_panel_ids_are_unique_and_panels_fit_the_grid(name: str) -> None:
+    panels = list(all_panels(BOARDS[name]["panels"]))
+    ids = [panel["id"] for panel in panels]
+    assert len(ids) == len(set(ids)), f"{name}: duplicate panel ids"
+    for panel in panels:
+        grid = panel["gridPos"]
+        assert grid["x"] >= 0 and grid["w"] > 0 and grid["x"] + grid["w"] <= 24, panel["title"]
+        refs = [target["refId"] for target in panel.get("targets", [])]
+        assert len(refs) == len(set(refs)), f"{name}: {panel['title']}: duplicate refIds"
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_datasource_references_match_the_provisioning(name: str) -> None:
+    board = BOARDS[name]
+    variables = declared_variables(board)
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    accepted = {"${datasource}", "$datasource", provisioned_datasource()["uid"]}
+    for ref in _datasource_refs(board):
+        if ref == {"type": "grafana", "uid": "-- Grafana --"}:  # the built-in annotations
+            continue
+        assert isinstance(ref, dict), f"{name}: data source given by name: {ref!r}"
+        assert ref["type"] == "prometheus" and ref["uid"] in accepted, f"{name}: {ref!r}"
+    for panel in all_panels(board["panels"]):
+        if panel.get("targets"):
+            assert panel["datasource"]["uid"] in accepted, f"{name}: {panel['title']}"
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_bucket_and_ranker_variables_come_from_label_values(name: str) -> None:
+    variables = declared_variables(BOARDS[name])
+    for wanted in ("bucket", "ranker"):
+        variable = variables[wanted]
+        assert variable["type"] == "query"
+        assert LABEL_VALUES.match(variable["definition"]), variable["definition"]
+        assert variable["query"]["query"] == variable["definition"]
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_deploys_are_annotations(name: str) -> None:
+    (annotation,) = [a for a in BOARDS[name]["annotations"]["list"] if not a.get("builtIn")]
+    assert series_names(substitute(annotation["expr"], _values(BOARDS[name], None))) == {
+        "search_relevance_deploy_timestamp_seconds"}
+    assert annotation["useValueForTime"] is True  # the value is the event time (in ms after * 1000)
+
+
+def test_overview_leads_with_dcg_and_its_interval_and_says_why() -> None:
+    board = next(b for b in BOARDS.values() if b["uid"] == "srm-overview")
+    panels = list(all_panels(board["panels"]))
+    names = [series_names(q.expr) for q in QUERIES if q.dashboard == "srm-overview" and q.source == "panel"]
+    used = set().union(*names)
+    for wanted in ("search_relevance_dcg", "search_relevance_dcg_ci_lower", "search_relevance_dcg_ci_upper",
+                   "search_relevance_ndcg", "search_relevance_pnr", "search_relevance_sessions_scored",
+                   "search_relevance_label_coverage", "search_relevance_sessions_expired"):
+        assert wanted in used
+    (note,) = [p for p in panels if p["type"] == "text"]
+    assert "only poor documents" in note["options"]["content"] and "≈ 1" in note["options"]["content"]
+    first_chart = next(p for p in panels if p["type"] == "timeseries")
+    assert "DCG@k" in first_chart["title"] and "NDCG" not in first_chart["title"]
+
+
+def test_canary_and_pipeline_show_what_the_issue_asks() -> None:
+    def used(uid: str) -> set[str | None]:
+        return set().union(*(series_names(q.expr) for q in QUERIES if q.dashboard == uid and q.source == "panel"))
+
+    assert {"search_relevance_canary_estimate", "search_relevance_canary_lower", "search_relevance_canary_upper",
+            "search_relevance_canary_verdict", "search_relevance_canary_evidence"} <= used("srm-canary")
+    assert {"search_relevance_consumer_lag", "search_relevance_events_total", "search_relevance_join_lag_seconds",
+            "search_relevance_dead_letters_total", "search_relevance_redis_memory_bytes",
+            "process_start_time_seconds"} <= used("srm-pipeline")
+
+
+# ---------------------------------------------------------------- every query
+
+
+def test_every_dashboard_has_queries() -> None:
+    assert {q.dashboard for q in QUERIES} == {board["uid"] for board in BOARDS.values()}
+    assert len(QUERIES) > 40
+
+
+@pytest.mark.parametrize("query", QUERIES, ids=lambda q: q.id)
+def test_query_parses_and_names_known_series(query: PanelQuery) -> None:
+    assert "$" not in query.expr and "[[" not in query.expr, f"{query.id}: a variable without a value"
+    try:
+        names = series_names(query.expr)
+    except ValueError as error:
+        pytest.fail(f"{query.id}: {query.expr!r} does not parse: {error}")
+    assert None not in names, f"{query.id}: a selector without a metric name"
+    unknown = names - allowed_series()
+    assert not unknown, f"{query.id}: series not in docs/metrics.md nor exported by the worker: {unknown}"
+
+
+def test_substitution_and_parsing_catch_mistakes() -> None:
+    assert substitute('x{a="$bucket", b=~"${ranker}", c="[[window]]"}', DEFAULT_VALUES) == (
+        'x{a="head", b=~"ranker-a", c="1h"}')
+    assert substitute('x{a="$nope"}', DEFAULT_VALUES) == 'x{a="$nope"}'
+    with pytest.raises(ValueError):
+        series_names("max by (bucket) (search_relevance_dcg{bucket=\"head\"}")
+    assert series_names('rate({__name__="search_relevance_events_total"}[1m])') == {"search_relevance_events_total"}
+    assert "search_relevance_dcg_ci_upper" in documented_series(METRICS_DOC.read_text(encoding="utf-8"))
+    assert "search_relevance_stat_removed_total" in documented_series(METRICS_DOC.read_text(encoding="utf-8"))
