@@ -1,0 +1,87 @@
+"""Canary verdicts and deploy times as Prometheus gauges, computed at scrape time.
+
+``source()`` returns the current comparisons (:func:`monitor.core.canary.comparisons`) and the deploy
+events seen. Series (``docs/canary.md``):
+
+* ``search_relevance_canary_{estimate,lower,upper,evidence,verdict}`` {bucket, metric, kind, baseline,
+  candidate}: relative change, its confidence sequence, log mixture likelihood ratio against no change,
+  and the verdict (1 pass, 0 inconclusive, −1 regression);
+* ``search_relevance_canary_sessions`` {…, arm}: sessions per arm (``baseline`` / ``candidate``);
+* ``search_relevance_deploy_timestamp_seconds`` {ranker, kind}: the latest event time per ranker and kind
+  (Grafana annotations).
+
+Ranker names are capped like the relevance series (:mod:`.labels`): the busiest ``max_rankers`` (by
+sessions compared, then name) keep their names, the rest become ``other``. Verdicts cannot be merged, so
+when several comparisons land on one label set the worst is shown (regression before inconclusive before
+pass, then the most candidate sessions). An undefined value (None) leaves its series out; it is never 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from monitor.core.canary import Comparison
+from monitor.core.events import Deploy
+from monitor.export.labels import cap_values
+
+COMPARISON_LABELS = ["bucket", "metric", "kind", "baseline", "candidate"]
+VERDICT_CODES = {"pass": 1.0, "inconclusive": 0.0, "regression": -1.0}
+GAUGES = {
+    "estimate": "Relative change of the candidate's metric vs the baseline's (-0.1 = 10% lower)",
+    "lower": "Lower end of the always-valid confidence sequence of the relative change",
+    "upper": "Upper end of the always-valid confidence sequence of the relative change",
+    "evidence": "Log mixture likelihood ratio against no change (>= log(1/alpha): change detected)",
+    "verdict": "Canary verdict: 1 pass, 0 inconclusive, -1 regression",
+}
+
+Source = Callable[[], tuple[Sequence[Comparison], Sequence[Deploy]]]
+
+
+class CanaryCollector(Collector):
+    def __init__(self, source: Source, max_rankers: int = 10, prefix: str = "search_relevance") -> None:
+        if isinstance(max_rankers, bool) or not isinstance(max_rankers, int) or max_rankers < 1:
+            raise ValueError(f"max_rankers: expected a positive integer, got {max_rankers!r}")
+        self.source, self.max_rankers, self.prefix = source, max_rankers, prefix
+
+    def collect(self) -> Iterator[Metric]:
+        found, deploys = self.source()
+        weights: dict[str, float] = {}
+        for c in found:
+            weights[c.baseline] = weights.get(c.baseline, 0.0) + c.verdict.n_baseline
+            weights[c.candidate] = weights.get(c.candidate, 0.0) + c.verdict.n_candidate
+        for d in deploys:
+            weights.setdefault(d.ranker, 0.0)
+        names = cap_values(weights, self.max_rankers)
+
+        shown: dict[tuple[str, ...], Comparison] = {}
+        for c in sorted(found, key=lambda c: (VERDICT_CODES[c.verdict.verdict], -c.verdict.n_candidate)):
+            shown.setdefault((c.bucket, c.metric, c.kind, names[c.baseline], names[c.candidate]), c)
+        families = {name: GaugeMetricFamily(f"{self.prefix}_canary_{name}", doc, labels=COMPARISON_LABELS)
+                    for name, doc in GAUGES.items()}
+        sessions = GaugeMetricFamily(f"{self.prefix}_canary_sessions", "Sessions compared, per arm",
+                                     labels=[*COMPARISON_LABELS, "arm"])
+        for labels, c in sorted(shown.items()):
+            v = c.verdict
+            values = {"estimate": v.estimate, "lower": v.lower, "upper": v.upper, "evidence": v.evidence,
+                      "verdict": VERDICT_CODES[v.verdict]}
+            for name, value in values.items():
+                if value is not None:
+                    families[name].add_metric(list(labels), value)
+            sessions.add_metric([*labels, "baseline"], v.n_baseline)
+            sessions.add_metric([*labels, "candidate"], v.n_candidate)
+        yield from families.values()
+        yield sessions
+
+        latest: dict[tuple[str, str], float] = {}
+        for d in deploys:
+            key = (names[d.ranker], d.kind)
+            latest[key] = max(latest.get(key, d.ts), d.ts)
+        times = GaugeMetricFamily(f"{self.prefix}_deploy_timestamp_seconds",
+                                  "Time of the latest deploy event per ranker and kind (Unix seconds)",
+                                  labels=["ranker", "kind"])
+        for (ranker, kind), ts in sorted(latest.items()):
+            times.add_metric([ranker, kind], ts)
+        yield times

@@ -1,0 +1,93 @@
+"""CanaryCollector: the exported series, left-out missing values, capped rankers, deploy times."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from monitor.core.canary import Comparison, Verdict
+from monitor.core.events import Deploy
+from monitor.export.canary import CanaryCollector
+
+
+def comparison(candidate: str = "b", verdict: str = "regression", n: int = 1234, bucket: str = "tail",
+               estimate: float | None = -0.103, kind: str = "canary") -> Comparison:
+    v = Verdict(verdict, estimate, None if estimate is None else -0.141,  # type: ignore[arg-type]
+                None if estimate is None else -0.065, None if estimate is None else 12.5, 5678, n, "r")
+    return Comparison(bucket, "dcg", kind, "a", candidate, v)
+
+
+def registry_of(found: Sequence[Comparison], deploys: Sequence[Deploy] = (), max_rankers: int = 10
+                ) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    registry.register(CanaryCollector(lambda: (found, deploys), max_rankers=max_rankers))
+    return registry
+
+
+LABELS = {"bucket": "tail", "metric": "dcg", "kind": "canary", "baseline": "a", "candidate": "b"}
+
+
+def test_every_series_of_a_comparison() -> None:
+    registry = registry_of([comparison()])
+    get = registry.get_sample_value
+    assert get("search_relevance_canary_estimate", LABELS) == pytest.approx(-0.103)
+    assert get("search_relevance_canary_lower", LABELS) == pytest.approx(-0.141)
+    assert get("search_relevance_canary_upper", LABELS) == pytest.approx(-0.065)
+    assert get("search_relevance_canary_evidence", LABELS) == pytest.approx(12.5)
+    assert get("search_relevance_canary_verdict", LABELS) == -1.0
+    assert get("search_relevance_canary_sessions", {**LABELS, "arm": "baseline"}) == 5678
+    assert get("search_relevance_canary_sessions", {**LABELS, "arm": "candidate"}) == 1234
+
+
+@pytest.mark.parametrize(("verdict", "code"), [("pass", 1.0), ("inconclusive", 0.0), ("regression", -1.0)])
+def test_verdict_codes(verdict: str, code: float) -> None:
+    assert registry_of([comparison(verdict=verdict)]).get_sample_value(
+        "search_relevance_canary_verdict", LABELS) == code
+
+
+def test_undefined_values_are_left_out_not_zero() -> None:
+    registry = registry_of([comparison(verdict="inconclusive", estimate=None, n=0)])
+    text = generate_latest(registry).decode()
+    for name in ("estimate", "lower", "upper", "evidence"):
+        assert f"search_relevance_canary_{name}{{" not in text
+    assert registry.get_sample_value("search_relevance_canary_verdict", LABELS) == 0.0
+    assert registry.get_sample_value("search_relevance_canary_sessions", {**LABELS, "arm": "candidate"}) == 0
+
+
+def test_nothing_to_compare_exports_no_samples() -> None:
+    text = generate_latest(registry_of([])).decode()
+    assert "search_relevance_canary_verdict" in text  # the family is described
+    assert "search_relevance_canary_verdict{" not in text and "search_relevance_deploy_timestamp_seconds{" not in text
+
+
+def test_rankers_beyond_the_cap_become_other_and_the_worst_verdict_is_shown() -> None:
+    found = [comparison("b", "pass", n=900), comparison("c", "pass", n=50), comparison("d", "regression", n=40),
+             comparison("e", "inconclusive", n=30)]
+    registry = registry_of(found, max_rankers=2)  # a (baseline) and b are the busiest
+    get = registry.get_sample_value
+    assert get("search_relevance_canary_verdict", LABELS) == 1.0
+    other = {**LABELS, "candidate": "other"}
+    assert get("search_relevance_canary_verdict", other) == -1.0
+    assert get("search_relevance_canary_sessions", {**other, "arm": "candidate"}) == 40
+    text = generate_latest(registry).decode()
+    assert 'candidate="c"' not in text and 'candidate="d"' not in text
+    assert text.count('search_relevance_canary_verdict{') == 2  # one series per label set
+
+
+def test_deploy_timestamps_are_the_latest_per_ranker_and_kind() -> None:
+    deploys = [Deploy("canary_start", "b", 100.0, "a"), Deploy("canary_start", "b", 50.0, "a"),
+               Deploy("rollback", "b", 300.0), Deploy("deploy", "a", 10.0)]
+    registry = registry_of([], deploys)
+    get = registry.get_sample_value
+    assert get("search_relevance_deploy_timestamp_seconds", {"ranker": "b", "kind": "canary_start"}) == 100.0
+    assert get("search_relevance_deploy_timestamp_seconds", {"ranker": "b", "kind": "rollback"}) == 300.0
+    assert get("search_relevance_deploy_timestamp_seconds", {"ranker": "a", "kind": "deploy"}) == 10.0
+    assert get("search_relevance_deploy_timestamp_seconds", {"ranker": "a", "kind": "rollback"}) is None
+
+
+def test_max_rankers_is_validated() -> None:
+    with pytest.raises(ValueError) as error:
+        CanaryCollector(lambda: ([], []), max_rankers=0)
+    assert str(error.value) == "max_rankers: expected a positive integer, got 0"
