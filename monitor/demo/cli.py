@@ -1,0 +1,72 @@
+"""``monitor demo``: simulated search traffic through the stream core in one process (no Kafka, no Redis).
+
+Serves /metrics on 127.0.0.1, draws a live view of rolling DCG@k and PNR per bucket and arm with the
+canary verdict, fires the regression alert (printed, and posted to Alertmanager with --alertmanager),
+and ends with a summary. See docs/demo.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from monitor.demo.settings import DEFAULT_DURATION, DEFAULT_HOURS, DEFAULT_SESSIONS, DemoSettings
+from monitor.sim.config import REGRESSION_BUCKETS
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="monitor demo", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=float, default=DEFAULT_DURATION, metavar="SECONDS",
+                        help=f"wall seconds to play the traffic in (default {DEFAULT_DURATION:g})")
+    parser.add_argument("--hours", type=float, default=DEFAULT_HOURS,
+                        help=f"hours of simulated event time (default {DEFAULT_HOURS:g})")
+    parser.add_argument("--sessions", type=int, default=DEFAULT_SESSIONS,
+                        help=f"impression sessions in the run (default {DEFAULT_SESSIONS:,})")
+    parser.add_argument("--seed", type=int, default=1, help="simulator seed (default 1)")
+    parser.add_argument("--regression", type=float, default=0.10, metavar="FRACTION",
+                        help="the canary's relative DCG@k loss, 0 for a healthy canary (default 0.10)")
+    parser.add_argument("--bucket", choices=REGRESSION_BUCKETS, default="tail",
+                        help="where the canary regresses (default tail)")
+    parser.add_argument("--invalid-rate", type=float, default=0.001, metavar="FRACTION",
+                        help="share of malformed events, to show dead letters (default 0.001)")
+    parser.add_argument("--forever", action="store_true",
+                        help="repeat the run (new seed, next hours) until Ctrl-C")
+    parser.add_argument("--fast", action="store_true",
+                        help="no pacing: play as fast as the CPU allows (same numbers and alerts)")
+    parser.add_argument("--port", type=int, default=9464,
+                        help="port of /metrics on 127.0.0.1 (default 9464; 0 picks a free one)")
+    parser.add_argument("--alertmanager", metavar="URL",
+                        help="also post alerts to this Alertmanager (e.g. http://127.0.0.1:9093)")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON (live view on stderr)")
+    parser.add_argument("--write-events", type=Path, metavar="FILE",
+                        help="write the simulated stream as JSONL (input of monitor replay)")
+    parser.add_argument("--record", type=Path, metavar="FILE",
+                        help="write the run's time series (input of monitor report)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from monitor.demo import canary
+    from monitor.demo.demo import DemoOptions, run_demo
+
+    try:
+        settings = DemoSettings(duration=args.duration, hours=args.hours, sessions=args.sessions,
+                                seed=args.seed, regression=args.regression, bucket=args.bucket,
+                                invalid_rate=args.invalid_rate, forever=args.forever)
+        post = canary.alertmanager_post(args.alertmanager) if args.alertmanager else None
+    except ValueError as error:
+        sys.stderr.write(f"monitor demo: error: {error}\n")
+        return 2
+    options = DemoOptions(settings, port=args.port, alertmanager=args.alertmanager, as_json=args.json,
+                          write_events=args.write_events, record=args.record, fast=args.fast)
+    try:
+        run_demo(options, sys.stdout, sys.stderr, canary.make_judge(), collectors=canary.collectors,
+                 post=post)
+    except OSError as error:
+        sys.stderr.write(f"monitor demo: error: {error}\n")
+        return 1
+    return 0

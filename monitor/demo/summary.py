@@ -1,0 +1,127 @@
+"""The summary a demo or replay ends with: as a JSON-ready dict (``--json``) and as text.
+
+Per group (bucket, ranker, variant) it gives the cumulative numbers since the start (every session scored
+or expired, after corrections): mean DCG@k with its 95% interval, PNR (seed convention), label coverage;
+then the canary verdicts, the alerts that fired or resolved (event time and wall offset), the session
+counters and the dead letters by reason code.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+from monitor.core.stream.session import split_group
+from monitor.core.stream.stats import summarise
+from monitor.demo.engine import Engine, totals
+from monitor.demo.recording import finite
+
+COUNTERS = ("impressions", "sampled", "scored", "expired", "rescored", "corrections")
+BUCKET_ORDER = {"head": 0, "torso": 1, "tail": 2}
+
+
+def iso(ts: float | None) -> str | None:
+    """Unix seconds as ISO-8601 UTC (``2025-11-21T08:00:00Z``); None stays None."""
+    if ts is None or not math.isfinite(ts):
+        return None
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def group_order(group: str) -> tuple[int, bool, str]:
+    bucket, ranker, variant = split_group(group)
+    return BUCKET_ORDER.get(bucket, 9), variant != "control", ranker
+
+
+def group_rows(engine: Engine) -> list[dict[str, Any]]:
+    rows = []
+    for group, stats in sorted(totals(engine.latest).items(), key=lambda item: group_order(item[0])):
+        bucket, ranker, variant = split_group(group)
+        s = summarise(stats)
+        rows.append({"bucket": bucket, "ranker": ranker, "variant": variant,
+                     "k": engine.latest.config.k.get(bucket), "sessions": s.sessions, "expired": s.expired,
+                     "dcg": s.dcg, "dcg_ci": list(s.dcg_ci) if s.dcg_ci else None, "ndcg": s.ndcg,
+                     "pnr": s.pnr, "coverage": s.coverage})
+    return rows
+
+
+def build_summary(engine: Engine, command: str, wall: float, interrupted: bool = False,
+                  **extra: Any) -> dict[str, Any]:
+    """The summary of what ``engine`` has seen (JSON-ready: non-finite numbers become None)."""
+    snap = engine.latest
+    counters = {name: 0 for name in COUNTERS}
+    dead: dict[str, int] = {}
+    for (group, name), value in snap.counters.items():
+        if group and name in counters:
+            counters[name] += round(value)
+        elif not group and name.startswith("dead_letter:"):
+            dead[name.split(":", 1)[1]] = round(value)
+    points = engine.recording.points
+    first = engine.first_watermark
+    summary: dict[str, Any] = {
+        "command": command, "source": engine.recording.source, "interrupted": interrupted,
+        "wall_seconds": round(wall, 3), "events": engine.events,
+        "event_time": {"start": iso(first), "end": iso(snap.watermark),
+                       "hours": round((snap.watermark - first) / 3600.0, 3)
+                       if first is not None and math.isfinite(snap.watermark) else 0.0},
+        "points": len(points), "sessions": counters,
+        "dead_letters": dict(sorted(dead.items(), key=lambda item: (-item[1], item[0]))),
+        "groups": group_rows(engine),
+        "verdicts": [row.to_json() for row in engine.verdicts],
+        "alerts": [{**a, "time": iso(a["ts"])} for a in engine.recording.alerts],
+        "firing": sorted(note.name + "{" + ",".join(note.key) + "}" for note in engine.firing.values()),
+        **extra,
+    }
+    result: dict[str, Any] = finite(summary)
+    return result
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100.0 * value:+.1f}%"
+
+
+def render_summary(summary: dict[str, Any]) -> str:
+    """The summary as text for a terminal."""
+    c, span = summary["sessions"], summary["event_time"]
+    state = "interrupted" if summary["interrupted"] else "finished"
+    lines = [f"== {summary['command']} {state}: {summary['events']:,} events, {span['hours']:.2f} h of event "
+             f"time ({span['start']} → {span['end']}) in {summary['wall_seconds']:.1f} s wall",
+             f"sessions: {c['impressions']:,} impressions, {c['sampled']:,} sampled, {c['scored']:,} scored, "
+             f"{c['expired']:,} expired, {c['rescored']:,} re-scored, {c['corrections']:,} corrections"]
+    dead = summary["dead_letters"]
+    lines.append(f"dead letters: {sum(dead.values()):,}"
+                 + (" (" + ", ".join(f"{k} {v}" for k, v in dead.items()) + ")" if dead else ""))
+    lines.append("")
+    lines.append("cumulative per group       sessions  expired   DCG@k  [95% CI]           PNR    coverage")
+    for g in summary["groups"]:
+        ci = g["dcg_ci"]
+        interval = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "-"
+        pnr = "inf" if g["pnr"] is None and g["sessions"] else _num(g["pnr"], 2)
+        name = f"{g['bucket']} {g['variant']} {g['ranker']}"
+        lines.append(f"{name:<26} {g['sessions']:>8,} {g['expired']:>8,}  {_num(g['dcg'])}  {interval:<18} "
+                     f"{pnr:>6}  {_num(g['coverage'], 2):>6}")
+    lines.append("")
+    if summary["verdicts"]:
+        lines.append("canary verdicts           verdict        effect  95% interval        n baseline/canary")
+        for v in summary["verdicts"]:
+            interval = f"[{_pct(v['lower'])}, {_pct(v['upper'])}]"
+            lines.append(f"{v['bucket']:<6} {v['metric']:<4} {v['candidate'][:13]:<13} {v['verdict']:<13} "
+                         f"{_pct(v['estimate']):>7}  {interval:<19} {v['n_baseline']:,}/{v['n_candidate']:,}")
+    else:
+        lines.append("canary verdicts: none (no canary deploy seen)")
+    lines.append("")
+    if summary["alerts"]:
+        lines.append("alerts:")
+        for a in summary["alerts"]:
+            lines.append(f"  {a['status'].upper():<8} {a['alertname']} bucket={a['bucket']} "
+                         f"metric={a['metric']} at {a['time']} (event time), +{a['wall']:.1f} s (wall)")
+    else:
+        lines.append("alerts: none fired")
+    for key in ("metrics_url", "record", "events_file"):
+        if summary.get(key):
+            lines.append(f"{key.replace('_', ' ')}: {summary[key]}")
+    return "\n".join(lines) + "\n"

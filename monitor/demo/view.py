@@ -1,0 +1,129 @@
+"""The live terminal view: rolling DCG@k and PNR per bucket and arm, coverage, canary verdicts, alerts.
+
+:func:`render` is pure (engine state in, lines out). :class:`Screen` draws it: on a terminal it redraws
+the block in place (cursor up, clear to the end) and prints alerts above it so they stay on screen; on
+anything else (a pipe, a CI log) it writes a short plain block every ``plain_every`` wall seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TextIO
+
+from monitor.core.stream.session import split_group
+from monitor.core.stream.stats import summarise
+from monitor.demo.canary import AlertNote
+from monitor.demo.engine import Engine
+from monitor.demo.summary import group_order, iso
+
+VIEW_WINDOW = "1h"
+
+
+@dataclass(frozen=True)
+class Header:
+    """What the engine does not know: the command, how far along, where /metrics is."""
+
+    title: str
+    wall: float
+    progress: float | None = None  # 0..1 of the input, None if unknown (forever)
+    speed: float | None = None     # event seconds per wall second
+    metrics_url: str | None = None
+
+
+def _ci(interval: tuple[float, float] | None) -> str:
+    return f"[{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "-"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{100.0 * value:+.1f}%"
+
+
+def render(engine: Engine, header: Header, window: str = VIEW_WINDOW) -> list[str]:
+    snap = engine.latest
+    when = iso(snap.watermark) or "no impression yet"
+    parts = [header.title, f"event time {when}"]
+    if header.progress is not None:
+        parts.append(f"{100.0 * header.progress:3.0f}%")
+    if header.speed:
+        parts.append(f"{header.speed:,.0f}× real time")
+    parts.append(f"wall {header.wall:5.1f} s")
+    lines = ["  ".join(parts)]
+    if header.metrics_url:
+        lines.append(f"/metrics: {header.metrics_url}")
+    if window not in snap.config.windows:
+        window = next(iter(snap.config.windows))
+    lines.append(f"{'rolling ' + window:<28} {'DCG@k':>6} {'[95% CI]':<14} {'PNR':>6} {'coverage':>8} "
+                 f"{'sessions':>8}")
+    groups = sorted((g for (w, g) in snap.windows if w == window), key=group_order)
+    for group in groups:
+        bucket, ranker, variant = split_group(group)
+        s = summarise(snap.windows[(window, group)])
+        dcg = "-" if s.dcg is None else f"{s.dcg:6.3f}"
+        pnr = "-" if s.pnr is None else ("inf" if math.isinf(s.pnr) else f"{s.pnr:6.2f}")
+        coverage = "-" if s.coverage is None else f"{100.0 * s.coverage:7.1f}%"
+        name = f"{bucket} @{snap.config.k.get(bucket, '?')} {variant} {ranker}"
+        lines.append(f"{name:<28} {dcg:>6} {_ci(s.dcg_ci):<14} {pnr:>6} {coverage:>8} {s.sessions:>8,}")
+    if not groups:
+        lines.append("  (no session scored in the window yet)")
+    if engine.verdicts:
+        lines.append("canary vs baseline (cumulative): effect [95% interval] verdict")
+        cells: dict[str, list[str]] = {}
+        for v in engine.verdicts:
+            cells.setdefault(v.bucket, []).append(
+                f"{v.metric} {_pct(v.estimate):>6} [{_pct(v.lower)}, {_pct(v.upper)}] {v.verdict.upper()}")
+        for bucket in sorted(cells, key=lambda b: group_order(f"{b}||")):
+            lines.append(f"  {bucket:<6} " + "   ".join(cells[bucket]))
+    else:
+        lines.append("canary: no canary deploy seen yet")
+    firing = sorted(engine.firing.values(), key=lambda n: n.key)
+    lines.append("alerts: " + (", ".join(f"{n.name} {n.labels.get('bucket', '')} {n.labels.get('metric', '')}"
+                                         for n in firing) if firing else "none firing"))
+    dead = sum(v for (g, name), v in snap.counters.items() if not g and name.startswith("dead_letter:"))
+    lines.append(f"events {engine.events:,}   dead letters {dead:,.0f}")
+    return lines
+
+
+def alert_line(note: AlertNote) -> str:
+    summary = note.annotations.get("summary", "")
+    return (f"ALERT {note.status.upper()} {note.name} bucket={note.labels.get('bucket', '')} "
+            f"metric={note.labels.get('metric', '')} at {iso(note.ts)} (event time), +{note.wall:.1f} s wall"
+            + (f": {summary}" if summary else ""))
+
+
+class Screen:
+    """Draws the view on ``stream``: in place on a terminal, as periodic plain blocks otherwise."""
+
+    def __init__(self, stream: TextIO, tty: bool | None = None, plain_every: float = 5.0) -> None:
+        self.stream = stream
+        self.tty = stream.isatty() if tty is None else tty
+        self.plain_every = plain_every
+        self._drawn = 0
+        self._last_plain: float | None = None
+
+    def _clear(self) -> None:
+        if self._drawn:
+            self.stream.write(f"\x1b[{self._drawn}F\x1b[J")
+            self._drawn = 0
+
+    def draw(self, lines: list[str], wall: float, force: bool = False) -> None:
+        if self.tty:
+            self._clear()
+            self.stream.write("\n".join(lines) + "\n")
+            self._drawn = len(lines)
+        elif force or self._last_plain is None or wall - self._last_plain >= self.plain_every:
+            self._last_plain = wall
+            self.stream.write("\n".join(lines) + "\n\n")
+        self.stream.flush()
+
+    def note(self, line: str) -> None:
+        """A line that stays (an alert): above the live block on a terminal."""
+        if self.tty:
+            self._clear()
+        self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """Leave the last drawn block on screen and move below it."""
+        self._drawn = 0
+        self.stream.flush()

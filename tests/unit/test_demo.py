@@ -1,0 +1,194 @@
+"""monitor demo: the simulator through the same stream core, its numbers, its /metrics and its CLI.
+
+The runs are short and unpaced (``fast``): sampling follows event time, so a fast run records the same
+points and alerts as a paced one; only the wall offsets differ.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitor.core.metrics import dcg, ndcg, pair_counts
+from monitor.core.stream.session import split_group
+from monitor.core.stream.stats import summarise
+from monitor.demo import cli
+from monitor.demo.canary import NoJudge, collectors
+from monitor.demo.demo import Clock, DemoOptions, DemoResult, run_demo
+from monitor.demo.engine import totals
+from monitor.demo.settings import DemoSettings, stream_config
+from monitor.sim import Simulation
+
+GAINS = [0.0, 0.3, 0.7, 1.0]
+SMALL = DemoSettings(sessions=2500, hours=4.0, seed=3)
+
+
+def play(settings: DemoSettings, tmp: Path | None = None, **options: object) -> DemoResult:
+    out, err = io.StringIO(), io.StringIO()
+    extra: dict[str, object] = {"port": None, "fast": True, **options}
+    if tmp is not None:
+        extra.update(write_events=tmp / "events.jsonl", record=tmp / "run.json")
+    return run_demo(DemoOptions(settings, **extra), out, err, NoJudge(), tty=False)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[DemoResult, Path]:
+    tmp = tmp_path_factory.mktemp("demo")
+    return play(SMALL, tmp), tmp
+
+
+def recompute(settings: DemoSettings) -> dict[str, dict[str, float]]:
+    """Per group, from the simulator's ground truth with the metric functions (no stream code)."""
+    result = Simulation(settings.sim_config(0)).run()
+    config = stream_config()
+    out: dict[str, dict[str, float]] = {}
+    for sid, s in result.sessions.items():
+        labels = {**result.query_grades.get(s.query, {}), **result.session_grades.get(sid, {})}
+        k = config.k[s.bucket]
+        top = list(s.doc_ids[:k])
+        group = out.setdefault(f"{s.bucket}|{s.ranker}|{s.variant}",
+                               {"sessions": 0, "dcg": 0.0, "ndcg": 0.0, "pos": 0, "neg": 0, "expired": 0})
+        if sum(d in labels for d in top) / len(top) < config.min_coverage:
+            group["expired"] += 1
+            continue
+        shown = [GAINS[labels[d]] if d in labels else 0.0 for d in top]
+        judged = [i for i, d in enumerate(top) if d in labels]
+        counts = pair_counts([labels[top[i]] for i in judged], [s.scores[i] for i in judged])
+        group["sessions"] += 1
+        group["dcg"] += dcg(shown, k)
+        group["ndcg"] += ndcg(shown, [GAINS[g] for g in labels.values()], k)
+        group["pos"] += counts.positive("seed")
+        group["neg"] += counts.discordant
+    return out
+
+
+def test_demo_numbers_equal_an_offline_recomputation_from_the_truth(
+        small_run: tuple[DemoResult, Path]) -> None:
+    result, _ = small_run
+    expected = recompute(SMALL)
+    final = result.engine.latest
+    whole = {g: s for (w, g), s in final.windows.items() if w == "24h"}  # 4 h of traffic: all of it
+    cumulative = totals(final)
+    assert set(whole) == set(expected) == {g for g, s in cumulative.items() if s.get("sessions", 0) or
+                                           s.get("expired", 0)}
+    assert {split_group(g)[2] for g in expected} == {"control", "canary"}
+    for group, want in expected.items():
+        for stats in (whole[group], cumulative[group]):
+            got = summarise(stats)
+            assert (got.sessions, got.expired) == (want["sessions"], want["expired"]), group
+            assert got.dcg == pytest.approx(want["dcg"] / want["sessions"], abs=1e-9)
+            assert got.ndcg == pytest.approx(want["ndcg"] / want["sessions"], abs=1e-9)
+            assert (got.pairs.positive("seed"), got.pairs.discordant) == (want["pos"], want["neg"])
+    summary = result.summary
+    assert summary["sessions"]["impressions"] == SMALL.sessions
+    assert sum(g["sessions"] for g in summary["groups"]) == sum(w["sessions"] for w in expected.values())
+
+
+def test_demo_counts_dead_letters_by_reason_and_records_points(small_run: tuple[DemoResult, Path]) -> None:
+    result, tmp = small_run
+    invalid = [e for e in Simulation(SMALL.sim_config(0)).events() if e.expected_error is not None]
+    dead = result.summary["dead_letters"]
+    assert invalid and sum(dead.values()) == len(invalid)
+    assert all(isinstance(n, int) and n > 0 for n in dead.values())
+    points = result.engine.recording.points
+    assert len(points) >= SMALL.span / 120 - 2  # one point per 2 minutes of event time
+    assert [p.ts for p in points] == sorted(p.ts for p in points)
+    recorded = json.loads((tmp / "run.json").read_text())
+    assert recorded["summary"]["events"] == result.summary["events"]
+    assert recorded["points"][-1]["windows"]["24h"] == {
+        g: s for (w, g), s in result.engine.latest.windows.items() if w == "24h"}
+
+
+def test_an_unpaced_demo_samples_the_same_points_as_a_paced_one() -> None:
+    settings = DemoSettings(sessions=300, hours=1.0, seed=5, duration=2.0)
+    fake = {"now": 0.0}
+
+    def sleep(seconds: float) -> None:
+        fake["now"] += seconds
+
+    clock = Clock(lambda: fake["now"], sleep)
+    paced = run_demo(DemoOptions(settings, port=None), io.StringIO(), io.StringIO(), NoJudge(), tty=False,
+                     clock=clock)
+    fast = play(settings)
+    assert fake["now"] >= settings.duration * 0.95  # it waited for event time, in (fake) wall seconds
+    assert [(p.ts, p.windows) for p in paced.engine.recording.points] == [
+        (p.ts, p.windows) for p in fast.engine.recording.points]
+    walls = [p.wall for p in paced.engine.recording.points]
+    assert walls == sorted(walls) and walls[-1] > 1.5
+
+
+def test_metrics_are_served_during_the_demo() -> None:
+    settings = DemoSettings(sessions=1500, hours=2.0, seed=2, duration=4.0)
+    urls: list[str | None] = []
+    ready = threading.Event()
+    done: list[DemoResult] = []
+
+    def on_ready(url: str | None) -> None:
+        urls.append(url)
+        ready.set()
+
+    def run() -> None:
+        done.append(run_demo(DemoOptions(settings, port=0), io.StringIO(), io.StringIO(), NoJudge(),
+                             collectors=collectors, tty=False, on_ready=on_ready))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        assert ready.wait(30) and urls[0] is not None
+        deadline, samples, text = time.monotonic() + 20, [], ""
+        while time.monotonic() < deadline and not samples:
+            with urllib.request.urlopen(urls[0], timeout=5) as response:
+                text = response.read().decode()
+            families = {f.name: f for f in text_string_to_metric_families(text)}
+            samples = families["search_relevance_dcg"].samples  # the family is there, empty at first
+            time.sleep(0.2)
+    finally:
+        thread.join(60)
+    assert samples, text[:2000]
+    assert all(math.isfinite(s.value) and s.value > 0 for s in samples)
+    assert {s.labels["bucket"] for s in samples} <= {"head", "torso", "tail"}
+    assert done and not done[0].interrupted
+    with pytest.raises(OSError):  # the server is closed after the summary
+        urllib.request.urlopen(urls[0], timeout=2)
+
+
+def test_cli_prints_a_json_summary(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code = cli.main(["--fast", "--port", "0", "--sessions", "200", "--hours", "0.5", "--regression", "0",
+                     "--json", "--record", str(tmp_path / "run.json")])
+    captured = capsys.readouterr()
+    assert code == 0
+    summary = json.loads(captured.out)
+    assert summary["command"] == "demo" and summary["sessions"]["impressions"] == 200
+    assert summary["alerts"] == [] and summary["source"]["regression"] == 0
+    assert summary["metrics_url"].startswith("http://127.0.0.1:")
+    assert "rolling 1h" in captured.err  # the live view went to stderr, the JSON alone to stdout
+    assert (tmp_path / "run.json").exists()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--regression", "1.5"], "regression: a relative loss in [0, 1), got 1.5"),
+    (["--duration", "0"], "duration: must be a positive number"),
+    (["--sessions", "0"], "sessions: expected a positive integer, got 0"),
+])
+def test_cli_rejects_bad_settings(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_refuses_a_port_in_use(capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert cli.main(["--fast", "--port", str(port), "--sessions", "50", "--hours", "0.2"]) == 1
+    assert f"cannot serve /metrics on 127.0.0.1:{port}" in capsys.readouterr().err
