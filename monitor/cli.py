@@ -15,6 +15,7 @@ commands:
   replay     the same pipeline over a JSONL file of events, ending with the demo's summary
   report     an HTML report with plots of a demo or replay run
   worker     the Kafka stream processor (faust-streaming) with Redis state and HTTP /metrics
+  produce    simulated traffic written to the worker's Kafka topics (the compose traffic generator)
   canary     the current canary verdict per bucket and metric, read from Redis
   evaluate   offline evaluation of TREC qrels/run files or JSONL impression sessions
   services   start, stop or inspect local Kafka, Redis, Prometheus and Alertmanager (up | down | status)
@@ -38,6 +39,7 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "replay": _delegate("monitor.demo.replay_cli"),
     "report": _delegate("monitor.demo.report_cli"),
     "worker": _delegate("monitor.worker.cli"),
+    "produce": _delegate("monitor.worker.produce"),
     "canary": _delegate("monitor.worker.canary_cli"),
     "evaluate": _delegate("monitor.offline.cli"),
     "services": _delegate("monitor.services.cli"),

@@ -37,6 +37,7 @@ _CODES = (
     ("unknown schema version", "unknown_schema"),
     ("unknown event type", "unknown_type"),
     ("on the wrong topic", "wrong_topic"),
+    ("processing failed", "processing_error"),
     ("unknown grade", "unknown_grade"),
     ("longer than", "oversized"),
     ("more than the limit", "too_many_items"),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -62,7 +62,9 @@ class Outcome:
     fan_out: tuple[tuple[str, Annotation], ...] = ()  # (session id, annotation) to publish, keyed by session
 
 
-Publish = Callable[[Outcome], Awaitable[None]]
+Outbox = Callable[[Outcome], Sequence[bytes]]
+"""What a message's outcome must publish (dead letter, annotation requests, fan-out annotations), as
+opaque entries the adapter can send later: they are committed in the message's transaction."""
 
 
 class RedisState:
@@ -81,12 +83,13 @@ class RedisState:
 
     # -- one message ----------------------------------------------------------------------------------
     async def handle(self, partition: int, topic: str, offset: int, raw: bytes,
-                     publish: Publish | None = None, role: str | None = None) -> Outcome:
+                     outbox: Outbox | None = None, role: str | None = None) -> Outcome:
         """Apply one message unless its offset is already applied.
 
-        ``publish`` gets the outcome (dead letter, annotation requests, fan-out annotations) before the
-        state and the offset are committed: a crash in between re-publishes on redelivery (at least once,
-        never lost). ``role`` (impressions, annotations, deploys) refuses events of another type."""
+        ``outbox`` turns the outcome into entries to publish; they join the same transaction as the state
+        and the offset (a transactional outbox: see :meth:`drain`), so nothing is published for a message
+        whose state was not committed, and nothing committed goes unpublished. ``role`` (impressions,
+        annotations, deploys) refuses events of another type."""
         meta = self._p(partition, "meta")
         applied = await self.redis.hget(meta, f"off:{topic}")
         if applied is not None and int(applied) >= offset:
@@ -96,26 +99,42 @@ class RedisState:
             if role is not None:
                 expect_topic(event, role)
         except EventError as error:
-            outcome = Outcome(dead_letter=error)
-            if publish is not None:
-                await publish(outcome)
-            pipe = self.redis.pipeline(transaction=True)
-            pipe.hincrbyfloat(self._p(partition, "cnt"), f"|dead_letter:{error.code}", 1.0)
-            pipe.hset(meta, f"off:{topic}", offset)
-            await pipe.execute()
-            return outcome
-        return await self.apply_event(partition, event, topic, offset, publish)
+            return await self.reject(partition, topic, offset, error, outbox)
+        return await self.apply_event(partition, event, topic, offset, outbox)
+
+    async def reject(self, partition: int, topic: str, offset: int, error: EventError,
+                     outbox: Outbox | None = None) -> Outcome:
+        """Count a message as a dead letter (by reason code) and commit its offset."""
+        outcome = Outcome(dead_letter=error)
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hincrbyfloat(self._p(partition, "cnt"), f"|dead_letter:{error.code}", 1.0)
+        if outbox is not None and (entries := outbox(outcome)):
+            pipe.rpush(self._p(partition, "outbox"), *entries)
+        pipe.hset(self._p(partition, "meta"), f"off:{topic}", offset)
+        await pipe.execute()
+        return outcome
 
     async def apply_event(self, partition: int, event: Event, topic: str | None = None,
-                          offset: int | None = None, publish: Publish | None = None) -> Outcome:
+                          offset: int | None = None, outbox: Outbox | None = None) -> Outcome:
         loaded = await self._load(partition, event)
         transition = step(event, loaded, self.config, self.scale, self.partitions)
         fan_out = await self._query_writes(partition, transition, loaded)
         outcome = Outcome(transition=transition, fan_out=fan_out)
-        if publish is not None:
-            await publish(outcome)
-        await self._write(partition, transition, topic, offset)
+        await self._write(partition, transition, topic, offset, outbox(outcome) if outbox else ())
         return outcome
+
+    async def drain(self, partition: int, send: Callable[[Sequence[bytes]], Awaitable[None]],
+                    limit: int = 1000) -> int:
+        """Send the partition's committed outbox entries, then drop them (at least once: a crash between
+        the two sends them again). Only the partition's owner drains, after its messages."""
+        key = self._p(partition, "outbox")
+        stored = await self.redis.lrange(key, 0, limit - 1)
+        entries = [e if isinstance(e, bytes) else e.encode() for e in stored]
+        if not entries:
+            return 0
+        await send(entries)
+        await self.redis.ltrim(key, len(entries), -1)
+        return len(entries)
 
     async def _watermark(self, partition: int) -> float:
         raw = await self.redis.hget(self._p(partition, "meta"), "wm")
@@ -179,7 +198,8 @@ class RedisState:
             fan_out.extend(await self._fan_out(qkey, labels))
         return tuple(fan_out)
 
-    async def _write(self, partition: int, t: Transition, topic: str | None, offset: int | None) -> None:
+    async def _write(self, partition: int, t: Transition, topic: str | None, offset: int | None,
+                     entries: Sequence[bytes] = ()) -> None:
         config, ttl = self.config, int(self.config.state_ttl)
         if partition not in self._registered:
             await self.redis.sadd(f"{self.prefix}:partitions", partition)
@@ -222,6 +242,8 @@ class RedisState:
         for deploy in t.deploys:
             pipe.rpush(self._p(partition, "deploys"), json.dumps(
                 {"kind": deploy.kind, "ranker": deploy.ranker, "previous": deploy.previous, "ts": deploy.ts}))
+        if entries:
+            pipe.rpush(self._p(partition, "outbox"), *entries)
         if topic is not None and offset is not None:
             pipe.hset(meta, f"off:{topic}", offset)
         await pipe.execute()
@@ -243,6 +265,16 @@ class RedisState:
                     break
 
     # -- export ---------------------------------------------------------------------------------------
+    async def health(self) -> tuple[int, int]:
+        """(sessions waiting in the join over all partitions, Redis used_memory in bytes)."""
+        partitions = sorted(int(p) for p in await self.redis.smembers(f"{self.prefix}:partitions"))
+        pipe = self.redis.pipeline(transaction=False)
+        for partition in partitions:
+            pipe.zcard(self._p(partition, "dl"))
+        waiting = sum(int(n) for n in await pipe.execute()) if partitions else 0
+        info = await self.redis.info("memory")
+        return waiting, int(info.get("used_memory", 0))
+
     async def snapshot(self) -> Snapshot:
         partitions = sorted(int(p) for p in await self.redis.smembers(f"{self.prefix}:partitions"))
         watermark = -math.inf

@@ -1,0 +1,1 @@
+"""The Kafka worker: Faust agents, Redis state, HTTP endpoints (see docs/worker.md)."""

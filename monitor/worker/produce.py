@@ -1,0 +1,105 @@
+"""``monitor produce``: simulated traffic (monitor/sim) written to the worker's Kafka topics.
+
+The traffic generator of the compose stack and of the end-to-end tests and benchmarks: impressions,
+labels (late, duplicated, corrected, query-level, missing), deploys and, with ``--invalid-rate``, invalid
+events, each keyed as docs/events.md says. Topic names and the bootstrap address come from the same
+settings as the worker (``MONITOR_*``), or the options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from monitor.sim import SimConfig, generate
+from monitor.sim.records import SimEvent
+from monitor.worker.settings import SettingsError, load_settings
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="monitor produce", description=__doc__)
+    parser.add_argument("--bootstrap",
+                        help="Kafka host:port (default: MONITOR_KAFKA_BOOTSTRAP or 127.0.0.1:9092)")
+    parser.add_argument("--sessions", type=int, default=2000, help="sessions per run (default 2000)")
+    parser.add_argument("--duration", type=float, default=3600.0,
+                        help="event-time span of a run in seconds (default 3600)")
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="messages per second (default 0: as fast as the broker takes them)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--regression", type=float, default=0.10, help="canary's relative DCG drop (0: none)")
+    parser.add_argument("--bucket", default="tail", choices=["head", "torso", "tail", "all"])
+    parser.add_argument("--invalid-rate", type=float, default=0.0, help="share of invalid events mixed in")
+    parser.add_argument("--start", default="now",
+                        help="event time of the first session: 'now' or Unix seconds (default now)")
+    parser.add_argument("--forever", action="store_true", help="run after run (new seed, later times)")
+    return parser
+
+
+async def produce(bootstrap: str, topics: dict[str, str], events: Iterable[SimEvent],
+                  rate: float = 0.0) -> int:
+    """Send ``events`` in order (sim topic → Kafka topic name); return how many were sent."""
+    from aiokafka import AIOKafkaProducer  # type: ignore[import-untyped]
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
+                                max_batch_size=256 * 1024, enable_idempotence=True)
+    await producer.start()
+    sent, started = 0, time.monotonic()
+    try:
+        pending = []
+        for event in events:
+            pending.append(await producer.send(topics[event.topic], value=event.value, key=event.key))
+            sent += 1
+            if len(pending) >= 5000:
+                await asyncio.gather(*pending)
+                pending.clear()
+            if rate > 0:
+                ahead = sent / rate - (time.monotonic() - started)
+                if ahead > 0.01:
+                    await asyncio.sleep(ahead)
+        await asyncio.gather(*pending)
+        await producer.flush()
+    finally:
+        await producer.stop()
+    return sent
+
+
+def main(argv: Sequence[str]) -> int:
+    args = build_parser().parse_args(list(argv))
+    try:
+        settings = load_settings(os.environ)
+    except SettingsError as error:
+        sys.stderr.write(f"monitor produce: {error}\n")
+        return 2
+    bootstrap = args.bootstrap or settings.kafka_bootstrap
+    names = {"impressions": settings.topics.impressions, "annotations": settings.topics.annotations,
+             "deploys": settings.topics.deploys}
+    start = time.time() if args.start == "now" else float(args.start)
+    try:
+        config = SimConfig(seed=args.seed, n_sessions=args.sessions, duration_s=args.duration, start_ts=start,
+                           regression=args.regression, regression_bucket=args.bucket,
+                           invalid_rate=args.invalid_rate)
+    except ValueError as error:
+        sys.stderr.write(f"monitor produce: {error}\n")
+        return 2
+    from monitor.worker.topics import ensure_topics
+
+    try:
+        asyncio.run(ensure_topics(bootstrap, settings.topics, settings.partitions,
+                                  settings.replication_factor))
+    except SettingsError as error:
+        sys.stderr.write(f"monitor produce: {error}\n")
+        return 2
+    run = 0
+    while True:
+        this = replace(config, seed=config.seed + run, start_ts=config.start_ts + run * config.duration_s,
+                       id_prefix=f"r{run}-")
+        sent = asyncio.run(produce(bootstrap, names, generate(this), args.rate))
+        sys.stderr.write(f"monitor produce: run {run}: {sent} messages to {bootstrap}\n")
+        run += 1
+        if not args.forever:
+            return 0

@@ -1,0 +1,77 @@
+"""Create the worker's topics before anything consumes or produces them, and check co-partitioning.
+
+A broker with ``auto.create.topics.enable`` would otherwise create a topic with its default partition
+count at the first produce, and a consumer subscribed to a missing topic waits for it silently. The join
+needs the three source topics to have the same partition count (a session's impression and annotations
+must meet on one partition number), so a mismatch stops the start with a clear error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from monitor.worker.settings import SettingsError, Topics
+
+log = logging.getLogger("monitor.worker")
+
+
+async def _describe(admin: Any, names: list[str]) -> dict[str, int]:
+    """Topic → partition count, for the topics that exist (listed first: a metadata request for a
+    missing topic would make a broker with auto-creation create it with its default partition count)."""
+    listed = set(await admin.list_topics())
+    present = [n for n in names if n in listed]
+    if not present:
+        return {}
+    found: dict[str, int] = {}
+    for meta in await admin.describe_topics(present):
+        if meta.get("error_code", 0) == 0 and meta.get("partitions"):
+            found[meta["topic"]] = len(meta["partitions"])
+    return found
+
+
+async def ensure_topics(bootstrap: str, topics: Topics, partitions: int, replication: int = 1,
+                        timeout: float = 60.0) -> int:
+    """Create missing topics with ``partitions``; return the source topics' common partition count."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
+    from aiokafka.errors import TopicAlreadyExistsError  # type: ignore[import-untyped]
+
+    names = [topics.impressions, topics.annotations, topics.deploys, topics.dead_letters, topics.requests]
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            await admin.start()
+            break
+        except Exception as error:  # the broker is not up yet: wait for it, as the worker would
+            if asyncio.get_running_loop().time() > deadline:
+                raise SettingsError(f"MONITOR_KAFKA_BOOTSTRAP: no broker answers at {bootstrap} "
+                                    f"({type(error).__name__})") from None
+            log.warning("waiting for Kafka at %s (%s)", bootstrap, type(error).__name__)
+            await asyncio.sleep(1.0)
+    try:
+        existing = await _describe(admin, names)
+        missing = [n for n in names if n not in existing]
+        if missing:
+            try:
+                await admin.create_topics([NewTopic(n, partitions, replication) for n in missing])
+                log.info("created topics %s with %d partitions", missing, partitions)
+            except TopicAlreadyExistsError:
+                pass
+            for _ in range(100):
+                existing = await _describe(admin, names)
+                if all(n in existing for n in names):
+                    break
+                await asyncio.sleep(0.1)
+        counts = {n: existing.get(n, partitions) for n in names[:3]}
+        if len(set(counts.values())) != 1:
+            raise SettingsError(f"topics: the source topics must have one partition count (a session's "
+                                f"impression and annotations meet on one partition); found {counts}")
+        actual = next(iter(counts.values()))
+        if actual != partitions:
+            log.warning("topics have %d partitions, not MONITOR_PARTITIONS=%d: using %d", actual, partitions,
+                        actual)
+        return actual
+    finally:
+        await admin.close()
