@@ -330,19 +330,21 @@ def canary() -> Json:
         match = f'{here}, metric="{metric}"'
         panels.append(panel(
             lay, "timeseries", f"{name}: estimate and interval ($bucket)",
-            f"The detector's estimate for {name}, candidate $ranker against baseline $baseline, with its "
-            "interval (search_relevance_canary_estimate, _canary_lower, _canary_upper).",
+            f"Relative change of {name}, candidate $ranker against baseline $baseline (-10% = 10% lower), "
+            "with its always-valid confidence sequence (search_relevance_canary_estimate, _canary_lower, "
+            "_canary_upper). The dashed line is no change.",
             targets((f"max(search_relevance_canary_estimate{{{match}}})", "estimate"),
                     (f"max(search_relevance_canary_lower{{{match}}})", "lower"),
                     (f"max(search_relevance_canary_upper{{{match}}})", "upper")),
-            width=8, decimals=3,
+            width=8, unit="percentunit", decimals=1, custom={"thresholdsStyle": {"mode": "dashed"}},
+            steps=[{"color": "text", "value": None}, {"color": "text", "value": 0}],
             overrides=[*colours({"estimate": "blue", "lower": "blue", "upper": "blue"}),
                        *band([""], "lower", "upper")],
         ))
     panels += [
         panel(lay, "timeseries", "Evidence over time ($bucket)",
-              "The detector's evidence per metric (search_relevance_canary_evidence); the verdict turns "
-              "when it crosses the detector's bound.",
+              "Log mixture likelihood ratio against no change, per metric "
+              "(search_relevance_canary_evidence); the detector calls a change when it reaches log(1/alpha).",
               targets((top("search_relevance_canary_evidence", "metric", here), "{{metric}}")),
               width=8, decimals=2),
         panel(lay, "state-timeline", "Verdict over time ($bucket)",
@@ -352,7 +354,7 @@ def canary() -> Json:
               options={"showValue": "auto", "mergeValues": True, "rowHeight": 0.8,
                        "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True}}),
         panel(lay, "timeseries", "Sessions per arm ($bucket)",
-              "Sessions behind the comparison, per arm (search_relevance_canary_sessions).",
+              "Sessions compared, per arm: baseline and candidate (search_relevance_canary_sessions).",
               targets((top("search_relevance_canary_sessions", "arm", here), "{{arm}}")), width=12, height=6),
         panel(lay, "timeseries", "DCG@k side by side ($bucket, $window)",
               "Mean DCG@k of the candidate and the baseline, per ranker and arm (search_relevance_dcg).",
