@@ -1,8 +1,9 @@
 """Canary verdicts and alerts as the demo shows, records and sends them.
 
 :class:`VerdictRow` is one comparison (bucket, metric, canary vs baseline: verdict, relative effect and
-its interval); :class:`AlertNote` one notification (firing or resolved) with its event time and wall
-offset. A :class:`Judge` turns the cumulative totals and the deploys seen into both.
+its always-valid confidence sequence); :class:`AlertNote` one notification (firing or resolved) with its
+event time and wall offset. A :class:`Judge` turns the cumulative totals and the deploys seen into both;
+:class:`CanaryJudge` is the one the demo and replays use, an adapter to :mod:`monitor.core.canary`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from monitor.core.canary import CanaryConfig, Comparison, comparisons
+from monitor.core.canary.alerts import AlertBook, AlertConfig
 from monitor.core.events import Deploy
 from monitor.core.stream.stats import Stats
 
@@ -46,6 +49,7 @@ class AlertNote:
     annotations: Mapping[str, str]
     ts: float
     wall: float
+    update: bool = False  # a firing alert whose text changed (re-sent, not a new alert)
     payload: object = field(default=None, compare=False)  # what the Alertmanager client sends
 
     @property
@@ -78,9 +82,38 @@ class NoJudge:
         return [], []
 
 
-def make_judge() -> Judge:
-    """The canary judge of the demo and of replays."""
-    return NoJudge()
+class CanaryJudge:
+    """The canary verdicts of :mod:`monitor.core.canary` and their alerts (:class:`AlertBook`).
+
+    Compares every canary with its control per bucket on DCG@k and PNR, from the cumulative totals (all
+    sessions scored since the start, after corrections). ``latest`` (comparisons and deploys) is what the
+    canary collector serves; it is replaced in one assignment, so a scrape from another thread reads a
+    consistent pair.
+    """
+
+    def __init__(self, config: CanaryConfig | None = None, alerts: AlertConfig | None = None) -> None:
+        self.config = config or CanaryConfig()
+        self.book = AlertBook(alerts or AlertConfig(alpha=self.config.alpha))
+        self.latest: tuple[list[Comparison], list[Deploy]] = ([], [])
+
+    def source(self) -> tuple[Sequence[Comparison], Sequence[Deploy]]:
+        return self.latest
+
+    def update(self, totals: Mapping[str, Stats], deploys: Sequence[Deploy], ts: float,
+               wall: float) -> tuple[list[VerdictRow], list[AlertNote]]:
+        found = comparisons(totals, deploys, self.config)
+        self.latest = (found, list(deploys))
+        rows = [VerdictRow(c.bucket, c.metric, c.kind, c.baseline, c.candidate, c.verdict.verdict,
+                           c.verdict.estimate, c.verdict.lower, c.verdict.upper, c.verdict.n_baseline,
+                           c.verdict.n_candidate, c.verdict.reason) for c in found]
+        notes = [AlertNote(n.status, n.labels, n.annotations, ts, wall, update=n.status == "firing"
+                           and n.starts_at < ts, payload=n) for n in self.book.update(ts, found)]
+        return rows, notes
+
+
+def make_judge() -> CanaryJudge:
+    """The canary judge of the demo and of replays (default settings, ``docs/canary.md``)."""
+    return CanaryJudge()
 
 
 def alertmanager_post(url: str) -> Callable[[Sequence[AlertNote]], None]:
@@ -89,7 +122,11 @@ def alertmanager_post(url: str) -> Callable[[Sequence[AlertNote]], None]:
 
 
 def collectors(engine: Any) -> list[Any]:
-    """What /metrics serves for ``engine``: the relevance series and the canary verdicts."""
+    """What /metrics serves for ``engine``: the relevance series and, with a canary judge, its verdicts."""
+    from monitor.export.canary import CanaryCollector
     from monitor.export.prometheus import RelevanceCollector
 
-    return [RelevanceCollector(lambda: engine.latest)]
+    out: list[Any] = [RelevanceCollector(lambda: engine.latest)]
+    if isinstance(engine.judge, CanaryJudge):
+        out.append(CanaryCollector(engine.judge.source))
+    return out

@@ -117,7 +117,8 @@ def run_demo(options: DemoOptions, out: TextIO, err: TextIO, judge: Judge,
 
     def alerts(notes: list[AlertNote]) -> None:
         for note in notes:
-            screen.note(alert_line(note))
+            if not note.update:
+                screen.note(alert_line(note))
         if notifier is not None:
             notifier.send(notes)
 

@@ -91,7 +91,7 @@ class Engine:
         self.recording.points.append(Point(snapshot.watermark, wall, windows,
                                            [row.to_json() for row in self.verdicts]))
         self.recording.deploys = [deploy_json(d) for d in deploys]
-        self.recording.alerts.extend(note.to_json() for note in notes)
+        self.recording.alerts.extend(note.to_json() for note in notes if not note.update)
         return notes
 
     def finish(self, wall: float, flush: bool = True) -> list[AlertNote]:

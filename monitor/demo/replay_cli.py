@@ -74,8 +74,9 @@ def replay(path: Path, judge: Judge, err: TextIO, progress: bool | None = None) 
 
     def alerts(notes: list[AlertNote]) -> None:
         for note in notes:
-            bar.clear()
-            err.write(alert_line(note) + "\n")
+            if not note.update:
+                bar.clear()
+                err.write(alert_line(note) + "\n")
 
     interrupted = False
     try:

@@ -106,7 +106,7 @@ def render_summary(summary: dict[str, Any]) -> str:
                      f"{pnr:>6}  {_num(g['coverage'], 2):>6}")
     lines.append("")
     if summary["verdicts"]:
-        lines.append("canary verdicts           verdict        effect  95% interval        n baseline/canary")
+        lines.append("canary verdicts           verdict        effect  95% conf. sequence  n baseline/canary")
         for v in summary["verdicts"]:
             interval = f"[{_pct(v['lower'])}, {_pct(v['upper'])}]"
             lines.append(f"{v['bucket']:<6} {v['metric']:<4} {v['candidate'][:13]:<13} {v['verdict']:<13} "

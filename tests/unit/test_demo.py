@@ -1,17 +1,20 @@
-"""monitor demo: the simulator through the same stream core, its numbers, its /metrics and its CLI.
+"""monitor demo: the simulator through the same stream core; its numbers, alerts, replay, /metrics, CLI.
 
 The runs are short and unpaced (``fast``): sampling follows event time, so a fast run records the same
-points and alerts as a paced one; only the wall offsets differ.
+points and alerts as a paced one; only the wall offsets differ. 5,000 sessions over 4 hours give the
+tail canary about 350 scored sessions, enough for the sequential test to see a 10% loss.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
 import threading
 import time
 import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -20,29 +23,31 @@ from prometheus_client.parser import text_string_to_metric_families
 from monitor.core.metrics import dcg, ndcg, pair_counts
 from monitor.core.stream.session import split_group
 from monitor.core.stream.stats import summarise
-from monitor.demo import cli
-from monitor.demo.canary import NoJudge, collectors
+from monitor.demo import cli, replay_cli
+from monitor.demo.canary import CanaryJudge, Judge, NoJudge, collectors
 from monitor.demo.demo import Clock, DemoOptions, DemoResult, run_demo
 from monitor.demo.engine import totals
 from monitor.demo.settings import DemoSettings, stream_config
 from monitor.sim import Simulation
 
 GAINS = [0.0, 0.3, 0.7, 1.0]
-SMALL = DemoSettings(sessions=2500, hours=4.0, seed=3)
+REGRESSED = DemoSettings(sessions=5000, hours=4.0, seed=3)  # the default: 10% in the tail
+HEALTHY = DemoSettings(sessions=5000, hours=4.0, seed=3, regression=0.0)
 
 
-def play(settings: DemoSettings, tmp: Path | None = None, **options: object) -> DemoResult:
+def play(settings: DemoSettings, tmp: Path | None = None, judge: Judge | None = None) -> DemoResult:
     out, err = io.StringIO(), io.StringIO()
-    extra: dict[str, object] = {"port": None, "fast": True, **options}
+    options = DemoOptions(settings, port=None, fast=True)
     if tmp is not None:
-        extra.update(write_events=tmp / "events.jsonl", record=tmp / "run.json")
-    return run_demo(DemoOptions(settings, **extra), out, err, NoJudge(), tty=False)  # type: ignore[arg-type]
+        options = DemoOptions(settings, port=None, fast=True, write_events=tmp / "events.jsonl",
+                              record=tmp / "run.json")
+    return run_demo(options, out, err, judge or NoJudge(), tty=False)
 
 
 @pytest.fixture(scope="module")
-def small_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[DemoResult, Path]:
+def regressed(tmp_path_factory: pytest.TempPathFactory) -> tuple[DemoResult, Path]:
     tmp = tmp_path_factory.mktemp("demo")
-    return play(SMALL, tmp), tmp
+    return play(REGRESSED, tmp, CanaryJudge()), tmp
 
 
 def recompute(settings: DemoSettings) -> dict[str, dict[str, float]]:
@@ -70,10 +75,66 @@ def recompute(settings: DemoSettings) -> dict[str, dict[str, float]]:
     return out
 
 
+def test_the_regression_fires_the_alert_for_the_regressed_bucket_only(
+        regressed: tuple[DemoResult, Path]) -> None:
+    result, _ = regressed
+    summary = result.summary
+    alerts = summary["alerts"]
+    assert alerts, summary["verdicts"]
+    assert {a["bucket"] for a in alerts} == {"tail"}
+    assert {a["metric"] for a in alerts} <= {"dcg", "pnr"} and "dcg" in {a["metric"] for a in alerts}
+    start, end = (datetime.fromisoformat(summary["event_time"][k].replace("Z", "+00:00")).timestamp()
+                  for k in ("start", "end"))
+    for a in alerts:
+        assert a["status"] == "firing" and a["alertname"] == "SearchRelevanceCanaryRegression"
+        assert a["labels"] | {"ranker": "ranker-b", "baseline": "ranker-a", "severity": "critical"} == a["labels"]
+        assert "%" in a["annotations"]["summary"] and a["annotations"]["runbook_url"]
+        assert start + 0.3 * REGRESSED.span <= a["ts"] <= end  # after the canary started, in event time
+        assert a["time"] == datetime.fromtimestamp(a["ts"], UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        assert a["wall"] >= 0
+    regressions = {(v["bucket"], v["metric"]) for v in summary["verdicts"] if v["verdict"] == "regression"}
+    assert regressions and {b for b, _ in regressions} == {"tail"}
+    assert len(summary["firing"]) == len(alerts)
+    verdicts = {(v["bucket"], v["metric"]): v for v in summary["verdicts"]}
+    assert verdicts[("tail", "dcg")]["upper"] < 0 and verdicts[("tail", "dcg")]["estimate"] < -0.05
+    assert verdicts[("head", "dcg")]["verdict"] == "pass"
+
+
+def test_a_healthy_canary_fires_no_alert() -> None:
+    result = play(HEALTHY, judge=CanaryJudge())
+    assert result.summary["alerts"] == [] and result.summary["firing"] == []
+    verdicts = result.summary["verdicts"]
+    assert len(verdicts) == 6 and "regression" not in {v["verdict"] for v in verdicts}
+    assert min(v["n_candidate"] for v in verdicts) >= 200  # enough sessions that an alert could fire
+
+
+def test_a_replay_of_the_written_events_gives_the_demo_numbers(
+        regressed: tuple[DemoResult, Path]) -> None:
+    result, tmp = regressed
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = replay_cli.main([str(tmp / "events.jsonl"), "--json", "--record", str(tmp / "replay.json")])
+    assert code == 0
+    summary = json.loads(out.getvalue())
+    played = json.loads((tmp / "run.json").read_text())
+    replayed = json.loads((tmp / "replay.json").read_text())
+    assert len(played["points"]) == len(replayed["points"]) > 100
+    for a, b in zip(played["points"], replayed["points"], strict=True):
+        assert a["ts"] == b["ts"]
+        assert a["windows"] == b["windows"]  # every window, group and statistic, exactly
+        assert a["verdicts"] == b["verdicts"]
+    assert replayed["deploys"] == played["deploys"] and len(played["deploys"]) == 2
+    assert [(a["status"], a["labels"], a["ts"]) for a in replayed["alerts"]] == [
+        (a["status"], a["labels"], a["ts"]) for a in played["alerts"]] != []
+    for key in ("sessions", "groups", "verdicts", "event_time", "firing"):
+        assert summary[key] == result.summary[key], key
+    assert summary["command"] == "replay" and summary["events_file"] == str(tmp / "events.jsonl")
+
+
 def test_demo_numbers_equal_an_offline_recomputation_from_the_truth(
-        small_run: tuple[DemoResult, Path]) -> None:
-    result, _ = small_run
-    expected = recompute(SMALL)
+        regressed: tuple[DemoResult, Path]) -> None:
+    result, _ = regressed
+    expected = recompute(REGRESSED)
     final = result.engine.latest
     whole = {g: s for (w, g), s in final.windows.items() if w == "24h"}  # 4 h of traffic: all of it
     cumulative = totals(final)
@@ -88,18 +149,18 @@ def test_demo_numbers_equal_an_offline_recomputation_from_the_truth(
             assert got.ndcg == pytest.approx(want["ndcg"] / want["sessions"], abs=1e-9)
             assert (got.pairs.positive("seed"), got.pairs.discordant) == (want["pos"], want["neg"])
     summary = result.summary
-    assert summary["sessions"]["impressions"] == SMALL.sessions
+    assert summary["sessions"]["impressions"] == REGRESSED.sessions
     assert sum(g["sessions"] for g in summary["groups"]) == sum(w["sessions"] for w in expected.values())
 
 
-def test_demo_counts_dead_letters_by_reason_and_records_points(small_run: tuple[DemoResult, Path]) -> None:
-    result, tmp = small_run
-    invalid = [e for e in Simulation(SMALL.sim_config(0)).events() if e.expected_error is not None]
+def test_demo_counts_dead_letters_by_reason_and_records_points(regressed: tuple[DemoResult, Path]) -> None:
+    result, tmp = regressed
+    invalid = [e for e in Simulation(REGRESSED.sim_config(0)).events() if e.expected_error is not None]
     dead = result.summary["dead_letters"]
     assert invalid and sum(dead.values()) == len(invalid)
     assert all(isinstance(n, int) and n > 0 for n in dead.values())
     points = result.engine.recording.points
-    assert len(points) >= SMALL.span / 120 - 2  # one point per 2 minutes of event time
+    assert len(points) >= REGRESSED.span / 120 - 2  # one point per 2 minutes of event time
     assert [p.ts for p in points] == sorted(p.ts for p in points)
     recorded = json.loads((tmp / "run.json").read_text())
     assert recorded["summary"]["events"] == result.summary["events"]
@@ -136,7 +197,7 @@ def test_metrics_are_served_during_the_demo() -> None:
         ready.set()
 
     def run() -> None:
-        done.append(run_demo(DemoOptions(settings, port=0), io.StringIO(), io.StringIO(), NoJudge(),
+        done.append(run_demo(DemoOptions(settings, port=0), io.StringIO(), io.StringIO(), CanaryJudge(),
                              collectors=collectors, tty=False, on_ready=on_ready))
 
     thread = threading.Thread(target=run)
@@ -155,6 +216,7 @@ def test_metrics_are_served_during_the_demo() -> None:
     assert samples, text[:2000]
     assert all(math.isfinite(s.value) and s.value > 0 for s in samples)
     assert {s.labels["bucket"] for s in samples} <= {"head", "torso", "tail"}
+    assert "search_relevance_canary_verdict" in families  # the canary collector is registered too
     assert done and not done[0].interrupted
     with pytest.raises(OSError):  # the server is closed after the summary
         urllib.request.urlopen(urls[0], timeout=2)

@@ -1,4 +1,8 @@
-"""monitor replay: a file written by the demo replays to the demo's numbers; bad lines name FILE:LINE."""
+"""monitor replay: bad lines name FILE:LINE, invalid payloads are dead letters by reason.
+
+(That a replay of the demo's events gives the demo's numbers is tested in test_demo.py, on the run that
+fires the regression alert.)
+"""
 
 from __future__ import annotations
 
@@ -17,47 +21,26 @@ from monitor.demo.events_file import LineError, read_events
 from monitor.demo.settings import DemoSettings
 from monitor.sim import Simulation
 
-SETTINGS = DemoSettings(sessions=2000, hours=3.0, seed=11, invalid_rate=0.004)
+SETTINGS = DemoSettings(sessions=1000, hours=1.5, seed=11, invalid_rate=0.01)
 
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[DemoResult, Path]:
     tmp = tmp_path_factory.mktemp("replay")
-    options = DemoOptions(SETTINGS, port=None, fast=True, write_events=tmp / "events.jsonl",
-                          record=tmp / "demo.json")
+    options = DemoOptions(SETTINGS, port=None, fast=True, write_events=tmp / "events.jsonl")
     return run_demo(options, io.StringIO(), io.StringIO(), NoJudge(), tty=False), tmp
 
 
 @pytest.fixture(scope="module")
 def replayed(demo: tuple[DemoResult, Path]) -> dict[str, Any]:
-    """The JSON summary ``monitor replay`` prints for the demo's events (and its record next to them)."""
+    """The JSON summary ``monitor replay`` prints for the demo's events."""
     _, tmp = demo
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = replay_cli.main([str(tmp / "events.jsonl"), "--json", "--record", str(tmp / "replay.json")])
+        code = replay_cli.main([str(tmp / "events.jsonl"), "--json"])
     assert code == 0
     summary: dict[str, Any] = json.loads(out.getvalue())
     return summary
-
-
-def test_a_replay_of_the_demo_events_gives_the_demo_numbers(
-        demo: tuple[DemoResult, Path], replayed: dict[str, Any]) -> None:
-    result, tmp = demo
-    summary = replayed
-    played = json.loads((tmp / "demo.json").read_text())
-    replayed = json.loads((tmp / "replay.json").read_text())
-    assert len(played["points"]) == len(replayed["points"]) > 50
-    for a, b in zip(played["points"], replayed["points"], strict=True):
-        assert a["ts"] == b["ts"]
-        assert a["windows"] == b["windows"]  # every window, group and statistic, exactly
-        assert a["verdicts"] == b["verdicts"]
-    assert replayed["deploys"] == played["deploys"]
-    assert [(a["status"], a["labels"], a["ts"]) for a in replayed["alerts"]] == [
-        (a["status"], a["labels"], a["ts"]) for a in played["alerts"]]
-    demo_summary = result.summary
-    for key in ("sessions", "groups", "verdicts", "event_time"):
-        assert summary[key] == demo_summary[key], key
-    assert summary["command"] == "replay" and summary["events_file"] == str(tmp / "events.jsonl")
 
 
 def test_the_replay_counts_invalid_payloads_as_dead_letters(
