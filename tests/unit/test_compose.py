@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from monitor.worker.settings import ENV, SettingsError, WorkerSettings, load_settings
 from tests.fixtures.containers import IMAGES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,20 +35,9 @@ PROMETHEUS_COMPOSE = ROOT / "deploy" / "prometheus" / "prometheus.compose.yml"
 PROMETHEUS_LOCAL = ROOT / "deploy" / "prometheus" / "prometheus.yml"
 GRAFANA_PROVIDERS = ROOT / "grafana" / "provisioning" / "dashboards" / "search-relevance.yml"
 LONG_RUNNING = {"kafka", "redis", "worker", "prometheus", "alertmanager", "grafana"}
-#: The worker's environment variables and defaults (the settings it is written against).
-WORKER_DEFAULTS = {
-    "MONITOR_TOPIC_IMPRESSIONS": "impressions",
-    "MONITOR_TOPIC_ANNOTATIONS": "annotations",
-    "MONITOR_TOPIC_DEPLOYS": "deploys",
-    "MONITOR_TOPIC_DEAD_LETTERS": "monitor-dead-letters",
-    "MONITOR_TOPIC_REQUESTS": "annotation-requests",
-    "MONITOR_PARTITIONS": "4",
-    "MONITOR_APP_ID": "search-relevance-monitor",
-    "MONITOR_HTTP_PORT": "9464",
-    "MONITOR_LOG_LEVEL": "info",
-}
-WORKER_VARIABLES = {*WORKER_DEFAULTS, "MONITOR_KAFKA_BOOTSTRAP", "MONITOR_REDIS_URL", "MONITOR_HTTP_HOST",
-                    "MONITOR_ALERTMANAGER_URL", "MONITOR_DEPLOY_TOKEN"}
+#: The worker's environment variables (monitor/worker/settings.py) and its defaults.
+WORKER_VARIABLES = {name for name, _ in ENV.values()}
+DEFAULTS = WorkerSettings()
 
 
 # ---------------------------------------------------------------- running docker compose
@@ -167,10 +157,18 @@ def test_worker_environment_matches_the_worker_settings(model: dict[str, Any]) -
     worker = model["services"]["worker"]
     env = environment(worker)
     assert set(env) <= WORKER_VARIABLES, f"not a worker setting: {set(env) - WORKER_VARIABLES}"
-    for name, default in WORKER_DEFAULTS.items():
-        assert env[name] == default, name
-    assert env["MONITOR_HTTP_HOST"] == "0.0.0.0"
-    port = int(env["MONITOR_HTTP_PORT"])
+    try:
+        settings = load_settings(env)
+    except SettingsError as error:
+        pytest.fail(f"the worker would refuse the compose environment: {error}", pytrace=False)
+    # The topics, partitions, app id and port are the worker's defaults, so a `monitor` command on the
+    # host (127.0.0.1 ports) and the tests agree with the containers.
+    assert settings.topics == DEFAULTS.topics
+    assert (settings.partitions, settings.app_id, settings.http_port) == (
+        DEFAULTS.partitions, DEFAULTS.app_id, DEFAULTS.http_port)
+    assert settings.http_host == "0.0.0.0"
+    assert settings.deploy_token is None  # MONITOR_DEPLOY_TOKEN empty unless the host's environment sets it
+    port = settings.http_port
     assert [(p["target"], p["published"], p["host_ip"]) for p in worker["ports"]] == [(port, str(port), "127.0.0.1")]
     assert f"127.0.0.1:{port}/readyz" in " ".join(worker["healthcheck"]["test"])
 
@@ -276,7 +274,7 @@ def test_dockerfile_runs_the_worker_as_a_non_root_user() -> None:
     assert any(word == "RUN" and '".[worker]"' in rest for word, rest in steps)
     user = args["USER"].split(":")[0]
     assert user.isdigit() and int(user) > 0, "USER must be a numeric non-root id (runAsNonRoot can check it)"
-    assert args["EXPOSE"] == WORKER_DEFAULTS["MONITOR_HTTP_PORT"]
+    assert args["EXPOSE"] == str(DEFAULTS.http_port)
     assert "MONITOR_HTTP_HOST=0.0.0.0" in args["ENV"].split() or "MONITOR_HTTP_HOST=0.0.0.0" in args["ENV"]
     assert "/healthz" in args["HEALTHCHECK"]
     assert json.loads(args["CMD"]) == ["monitor", "worker"]
