@@ -25,9 +25,8 @@ def test_a_canary_regression_alert_has_the_labels_and_the_effect_in_its_summary(
                             "bucket": "tail", "metric": "dcg", "ranker": "ranker-b", "baseline": "ranker-a"}
     assert alert.annotations["summary"] == "tail DCG: ranker-b is 10.3% below ranker-a (95% CS −14.1% … −6.5%)"
     assert alert.annotations["runbook_url"] == "https://runbooks.test/srm/SearchRelevanceCanaryRegression.md"
-    assert alert.annotations["dashboard_url"].startswith("http://127.0.0.1:3000/d/search-relevance-canary/")
-    assert "var-bucket=tail&var-metric=dcg&var-ranker=ranker-b&var-baseline=ranker-a" in \
-        alert.annotations["dashboard_url"]
+    assert alert.annotations["dashboard_url"] == \
+        "http://127.0.0.1:3000/d/srm-canary?var-bucket=tail&var-ranker=ranker-b&var-baseline=ranker-a&var-kind=canary"
     description = alert.annotations["description"]
     assert "1234 canary and 5678 control sessions" in description
     assert "−14.1% … −6.5%" in description and "log Λ = 12.3" in description

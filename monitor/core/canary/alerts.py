@@ -2,10 +2,11 @@
 
 A comparison whose verdict is "regression" is an alert named ``SearchRelevanceCanaryRegression`` (canary
 vs control) or ``SearchRelevanceDeployRegression`` (after vs before a deploy), with labels ``alertname,
-severity, bucket, metric, ranker`` (the candidate) and ``baseline``, the same labels as the Prometheus
-rules of the same names (``deploy/prometheus/rules/canary.yml``), so Alertmanager sees one alert whichever
-path delivers it. Annotations: ``summary`` (effect and interval), ``description``, ``runbook_url``,
-``dashboard_url``.
+severity, bucket, metric, ranker`` (the candidate) and ``baseline``. Annotations: ``summary`` (effect and
+interval), ``description``, ``runbook_url``, ``dashboard_url``. Prometheus raises copies from the exported
+verdict (``deploy/prometheus/rules/canary.yml``: ``SearchRelevanceCanaryVerdictRegression``,
+``SearchRelevanceDeployVerdictRegression``, same labels otherwise); Alertmanager inhibits a copy while
+this direct alert fires, so the copy notifies only when the direct path is missing.
 
 :class:`AlertBook` keeps what is firing. ``update(now, comparisons)`` returns the notifications to send:
 
@@ -30,8 +31,8 @@ from monitor.core.canary.pairing import Comparison
 ALERTNAMES = {"canary": "SearchRelevanceCanaryRegression", "deploy": "SearchRelevanceDeployRegression"}
 METRIC_TITLES = {"dcg": "DCG", "pnr": "PNR"}
 DEFAULT_RUNBOOK_BASE = "https://search-relevance-monitor.example/docs/runbooks"
-DEFAULT_DASHBOARD_URL = ("http://127.0.0.1:3000/d/search-relevance-canary/canary"
-                         "?var-bucket={bucket}&var-metric={metric}&var-ranker={ranker}&var-baseline={baseline}")
+DEFAULT_DASHBOARD_URL = ("http://127.0.0.1:3000/d/srm-canary"  # grafana/dashboards/canary-comparison.json
+                         "?var-bucket={bucket}&var-ranker={ranker}&var-baseline={baseline}&var-kind={kind}")
 _PLACEHOLDERS = {"bucket": "tail", "metric": "dcg", "ranker": "r", "baseline": "b", "kind": "canary"}
 
 
