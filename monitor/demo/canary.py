@@ -8,14 +8,16 @@ event time and wall offset. A :class:`Judge` turns the cumulative totals and the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from monitor.alerting import AlertmanagerClient
 from monitor.core.canary import CanaryConfig, Comparison, comparisons
-from monitor.core.canary.alerts import AlertBook, AlertConfig
+from monitor.core.canary.alerts import AlertBook, AlertConfig, Notification
 from monitor.core.events import Deploy
 from monitor.core.stream.stats import Stats
+from monitor.demo.recording import iso
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ class AlertNote:
     ts: float
     wall: float
     update: bool = False  # a firing alert whose text changed (re-sent, not a new alert)
-    payload: object = field(default=None, compare=False)  # what the Alertmanager client sends
+    payload: Notification | None = field(default=None, compare=False)  # what goes to Alertmanager
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -63,7 +65,8 @@ class AlertNote:
     def to_json(self) -> dict[str, Any]:
         return {"status": self.status, "alertname": self.name, "bucket": self.labels.get("bucket"),
                 "metric": self.labels.get("metric"), "labels": dict(self.labels),
-                "annotations": dict(self.annotations), "ts": self.ts, "wall": round(self.wall, 3)}
+                "annotations": dict(self.annotations), "ts": self.ts, "time": iso(self.ts),
+                "wall": round(self.wall, 3)}
 
 
 class Judge(Protocol):
@@ -116,9 +119,13 @@ def make_judge() -> CanaryJudge:
     return CanaryJudge()
 
 
-def alertmanager_post(url: str) -> Callable[[Sequence[AlertNote]], None]:
-    """A function posting notifications to the Alertmanager at ``url`` (ValueError for a bad URL)."""
-    raise ValueError("--alertmanager: alert delivery is not available yet")
+def alertmanager_client(url: str) -> AlertmanagerClient:
+    """The client that delivers the demo's alerts to the Alertmanager at ``url`` (ValueError naming a bad
+    URL). It queues, retries and re-sends firing alerts on its own thread: the demo never waits for it."""
+    try:
+        return AlertmanagerClient(url)
+    except ValueError as error:
+        raise ValueError(f"--alertmanager: {error}") from None
 
 
 def collectors(engine: Any) -> list[Any]:

@@ -57,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = DemoSettings(duration=args.duration, hours=args.hours, sessions=args.sessions,
                                 seed=args.seed, regression=args.regression, bucket=args.bucket,
                                 invalid_rate=args.invalid_rate, forever=args.forever)
-        post = canary.alertmanager_post(args.alertmanager) if args.alertmanager else None
+        client = canary.alertmanager_client(args.alertmanager) if args.alertmanager else None
     except ValueError as error:
         sys.stderr.write(f"monitor demo: error: {error}\n")
         return 2
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                           write_events=args.write_events, record=args.record, fast=args.fast)
     try:
         run_demo(options, sys.stdout, sys.stderr, canary.make_judge(), collectors=canary.collectors,
-                 post=post)
+                 alertmanager=client)
     except OSError as error:
         sys.stderr.write(f"monitor demo: error: {error}\n")
         return 1

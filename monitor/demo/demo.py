@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from monitor.alerting import AlertmanagerClient
 from monitor.demo.canary import AlertNote, Judge
 from monitor.demo.engine import Engine
 from monitor.demo.events_file import routable
-from monitor.demo.notify import Notifier, Post
 from monitor.demo.settings import DemoSettings, stream_config
 from monitor.demo.summary import build_summary, render_summary
 from monitor.demo.view import Header, Screen, alert_line, render
@@ -82,10 +82,11 @@ def write_events(path: Path, played: list[SimEvent]) -> tuple[int, int]:
 
 
 def run_demo(options: DemoOptions, out: TextIO, err: TextIO, judge: Judge,
-             collectors: Callable[[Engine], list[Any]] | None = None, post: Post | None = None,
-             tty: bool | None = None, clock: Clock | None = None,
-             on_ready: Callable[[str | None], None] | None = None) -> DemoResult:
-    """Play the simulated traffic through a fresh engine; print the view, alerts and summary."""
+             collectors: Callable[[Engine], list[Any]] | None = None,
+             alertmanager: AlertmanagerClient | None = None, tty: bool | None = None,
+             clock: Clock | None = None, on_ready: Callable[[str | None], None] | None = None) -> DemoResult:
+    """Play the simulated traffic through a fresh engine; print the view, alerts and summary; deliver the
+    alerts to ``alertmanager`` (started here, stopped at the end after a last delivery attempt)."""
     from monitor.demo.server import MetricsServer
 
     settings = options.settings
@@ -98,7 +99,8 @@ def run_demo(options: DemoOptions, out: TextIO, err: TextIO, judge: Judge,
     url = server.url if server else None
     if on_ready is not None:
         on_ready(url)
-    notifier = Notifier(post, lambda message: screen.note(f"warning: {message}")) if post else None
+    if alertmanager is not None:
+        alertmanager.start()
     origin = settings.sim_config(0).start_ts
     played: list[SimEvent] = []
     last_draw = -math.inf
@@ -119,8 +121,8 @@ def run_demo(options: DemoOptions, out: TextIO, err: TextIO, judge: Judge,
         for note in notes:
             if not note.update:
                 screen.note(alert_line(note))
-        if notifier is not None:
-            notifier.send(notes)
+        if alertmanager is not None:
+            alertmanager.send([note.payload for note in notes if note.payload is not None])
 
     interrupted = False
     ts: float | None = None
@@ -144,8 +146,8 @@ def run_demo(options: DemoOptions, out: TextIO, err: TextIO, judge: Judge,
     finally:
         if server is not None:
             server.close()
-        if notifier is not None:
-            notifier.close()
+        if alertmanager is not None:
+            alertmanager.stop()
     draw(clock(), ts, force=True)
     screen.close()
     extra: dict[str, Any] = {"metrics_url": url}
@@ -155,9 +157,9 @@ def run_demo(options: DemoOptions, out: TextIO, err: TextIO, judge: Judge,
         extra["events_written"], extra["events_left_out"] = lines, left_out
     if options.record is not None:
         extra["record"] = str(options.record)
-    if notifier is not None:
-        extra["alertmanager"] = {"url": options.alertmanager, "sent": notifier.sent,
-                                 "failed": notifier.failed}
+    if alertmanager is not None:
+        extra["alertmanager"] = {"url": options.alertmanager, "delivered": alertmanager.delivered,
+                                 "failures": alertmanager.failures, "pending": alertmanager.pending}
     summary = build_summary(engine, "demo", clock(), interrupted, **extra)
     if options.record is not None:
         engine.recording.summary = summary

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,13 @@ class Recording:
     def write(self, path: str | Path) -> None:
         text = json.dumps(finite(self.to_json()), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         Path(path).write_text(text + "\n", encoding="utf-8")
+
+
+def iso(ts: float | None) -> str | None:
+    """Unix seconds as ISO-8601 UTC (``2025-11-21T08:00:00Z``); None stays None."""
+    if ts is None or not math.isfinite(ts):
+        return None
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def finite(value: Any) -> Any:

@@ -9,23 +9,16 @@ counters and the dead letters by reason code.
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
 from typing import Any
 
 from monitor.core.stream.session import split_group
 from monitor.core.stream.stats import summarise
 from monitor.demo.engine import Engine, totals
-from monitor.demo.recording import finite
+from monitor.demo.intervals import pnr_interval
+from monitor.demo.recording import finite, iso
 
 COUNTERS = ("impressions", "sampled", "scored", "expired", "rescored", "corrections")
 BUCKET_ORDER = {"head": 0, "torso": 1, "tail": 2}
-
-
-def iso(ts: float | None) -> str | None:
-    """Unix seconds as ISO-8601 UTC (``2025-11-21T08:00:00Z``); None stays None."""
-    if ts is None or not math.isfinite(ts):
-        return None
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def group_order(group: str) -> tuple[int, bool, str]:
@@ -41,7 +34,8 @@ def group_rows(engine: Engine) -> list[dict[str, Any]]:
         rows.append({"bucket": bucket, "ranker": ranker, "variant": variant,
                      "k": engine.latest.config.k.get(bucket), "sessions": s.sessions, "expired": s.expired,
                      "dcg": s.dcg, "dcg_ci": list(s.dcg_ci) if s.dcg_ci else None, "ndcg": s.ndcg,
-                     "pnr": s.pnr, "coverage": s.coverage})
+                     "pnr": s.pnr, "pnr_ci": list(ci) if (ci := pnr_interval(stats)) else None,
+                     "coverage": s.coverage})
     return rows
 
 
@@ -68,7 +62,7 @@ def build_summary(engine: Engine, command: str, wall: float, interrupted: bool =
         "dead_letters": dict(sorted(dead.items(), key=lambda item: (-item[1], item[0]))),
         "groups": group_rows(engine),
         "verdicts": [row.to_json() for row in engine.verdicts],
-        "alerts": [{**a, "time": iso(a["ts"])} for a in engine.recording.alerts],
+        "alerts": list(engine.recording.alerts),
         "firing": sorted(note.name + "{" + ",".join(note.key) + "}" for note in engine.firing.values()),
         **extra,
     }
@@ -96,17 +90,21 @@ def render_summary(summary: dict[str, Any]) -> str:
     lines.append(f"dead letters: {sum(dead.values()):,}"
                  + (" (" + ", ".join(f"{k} {v}" for k, v in dead.items()) + ")" if dead else ""))
     lines.append("")
-    lines.append("cumulative per group       sessions  expired   DCG@k  [95% CI]           PNR    coverage")
+    lines.append(f"{'cumulative per group':<24} {'scored':>8} {'expired':>8}  {'DCG@k':<5}  {'[95% CI]':<18} "
+                 f"{'PNR':>5}  {'[95% CI]':<13} {'labelled':>8}")
     for g in summary["groups"]:
-        ci = g["dcg_ci"]
+        ci, pci = g["dcg_ci"], g["pnr_ci"]
         interval = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "-"
+        pnr_interval_ = f"[{pci[0]:.2f}, {pci[1]:.2f}]" if pci else "-"
         pnr = "inf" if g["pnr"] is None and g["sessions"] else _num(g["pnr"], 2)
+        coverage = "-" if g["coverage"] is None else f"{100 * g['coverage']:.1f}%"
         name = f"{g['bucket']} {g['variant']} {g['ranker']}"
-        lines.append(f"{name:<26} {g['sessions']:>8,} {g['expired']:>8,}  {_num(g['dcg'])}  {interval:<18} "
-                     f"{pnr:>6}  {_num(g['coverage'], 2):>6}")
+        lines.append(f"{name:<24} {g['sessions']:>8,} {g['expired']:>8,}  {_num(g['dcg'])}  {interval:<18} "
+                     f"{pnr:>5}  {pnr_interval_:<13} {coverage:>8}")
     lines.append("")
     if summary["verdicts"]:
-        lines.append("canary verdicts           verdict        effect  95% conf. sequence  n baseline/canary")
+        lines.append(f"{'canary verdicts':<25} {'verdict':<13} {'effect':>7}  {'95% conf. sequence':<19} "
+                     "sessions control/canary")
         for v in summary["verdicts"]:
             interval = f"[{_pct(v['lower'])}, {_pct(v['upper'])}]"
             lines.append(f"{v['bucket']:<6} {v['metric']:<4} {v['candidate'][:13]:<13} {v['verdict']:<13} "

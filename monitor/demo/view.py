@@ -15,7 +15,9 @@ from monitor.core.stream.session import split_group
 from monitor.core.stream.stats import summarise
 from monitor.demo.canary import AlertNote
 from monitor.demo.engine import Engine
-from monitor.demo.summary import group_order, iso
+from monitor.demo.intervals import pnr_interval
+from monitor.demo.recording import iso
+from monitor.demo.summary import group_order
 
 VIEW_WINDOW = "1h"
 
@@ -53,17 +55,22 @@ def render(engine: Engine, header: Header, window: str = VIEW_WINDOW) -> list[st
         lines.append(f"/metrics: {header.metrics_url}")
     if window not in snap.config.windows:
         window = next(iter(snap.config.windows))
-    lines.append(f"{'rolling ' + window:<28} {'DCG@k':>6} {'[95% CI]':<14} {'PNR':>6} {'coverage':>8} "
-                 f"{'sessions':>8}")
+    longest = max(snap.config.windows, key=lambda w: snap.config.windows[w])
+    lines.append(f"{'rolling ' + window:<28} {'DCG@k':>6} {'[95% CI]':<14} {'PNR':>6} {'[95% CI]':<14} "
+                 f"{'sessions':>8}  {'labelled (' + longest + ')':>14}")
     groups = sorted((g for (w, g) in snap.windows if w == window), key=group_order)
     for group in groups:
         bucket, ranker, variant = split_group(group)
-        s = summarise(snap.windows[(window, group)])
+        stats = snap.windows[(window, group)]
+        s = summarise(stats)
         dcg = "-" if s.dcg is None else f"{s.dcg:6.3f}"
         pnr = "-" if s.pnr is None else ("inf" if math.isinf(s.pnr) else f"{s.pnr:6.2f}")
-        coverage = "-" if s.coverage is None else f"{100.0 * s.coverage:7.1f}%"
+        # Coverage counts closed sessions, which a window shorter than the join window barely holds.
+        closed = summarise(snap.windows.get((longest, group), {})).coverage
+        coverage = "-" if closed is None else f"{100.0 * closed:5.1f}%"
         name = f"{bucket} @{snap.config.k.get(bucket, '?')} {variant} {ranker}"
-        lines.append(f"{name:<28} {dcg:>6} {_ci(s.dcg_ci):<14} {pnr:>6} {coverage:>8} {s.sessions:>8,}")
+        lines.append(f"{name:<28} {dcg:>6} {_ci(s.dcg_ci):<14} {pnr:>6} {_ci(pnr_interval(stats)):<14} "
+                     f"{s.sessions:>8,}  {coverage:>14}")
     if not groups:
         lines.append("  (no session scored in the window yet)")
     if engine.verdicts:

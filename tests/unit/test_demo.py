@@ -254,3 +254,13 @@ def test_cli_refuses_a_port_in_use(capsys: pytest.CaptureFixture[str]) -> None:
         port = busy.getsockname()[1]
         assert cli.main(["--fast", "--port", str(port), "--sessions", "50", "--hours", "0.2"]) == 1
     assert f"cannot serve /metrics on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("module", ["settings", "events_file", "intervals"])
+def test_docstring_examples(module: str) -> None:
+    """monitor/demo is not among pytest's doctest paths; its examples are checked here."""
+    import doctest
+    import importlib
+
+    failed, attempted = doctest.testmod(importlib.import_module(f"monitor.demo.{module}"))
+    assert attempted > 0 and failed == 0
