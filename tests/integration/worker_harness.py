@@ -1,0 +1,240 @@
+"""Run real ``monitor worker`` processes against the test services, feed them, wait for them to drain.
+
+A :class:`Group` is one consumer group (its own app id, Redis key prefix and output topics) over shared
+source topics; :meth:`Group.start` adds a worker process to it. Draining means the group's committed
+offsets reached the end of every source partition and stayed there (the worker commits a batch only
+after its state and outbox are written, so committed means processed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitor.core.stream.partition import partition_for
+from monitor.services.ports import free_port
+from monitor.sim.records import SimEvent
+from monitor.worker.produce import produce
+from monitor.worker.settings import Topics
+from monitor.worker.topics import ensure_topics
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+@dataclass
+class Stream:
+    """Source topics shared by the groups of one test module."""
+
+    bootstrap: str
+    tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    partitions: int = 4
+
+    @property
+    def topics(self) -> dict[str, str]:
+        return {role: f"e2e-{self.tag}-{role}" for role in ("impressions", "annotations", "deploys")}
+
+    def send(self, events: Iterable[SimEvent]) -> int:
+        """Create the topics with ``partitions`` (as the worker would), then produce ``events`` in order."""
+        t = self.topics
+        outputs = Topics(t["impressions"], t["annotations"], t["deploys"], f"e2e-{self.tag}-unused-dead-letters",
+                         f"e2e-{self.tag}-unused-requests")
+        asyncio.run(ensure_topics(self.bootstrap, outputs, self.partitions))
+        return asyncio.run(produce(self.bootstrap, self.topics, events))
+
+
+@dataclass
+class Worker:
+    process: subprocess.Popen[bytes]
+    port: int
+    log: Path
+
+    def metrics_text(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=30) as response:
+            return response.read().decode()
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=5) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+
+@dataclass
+class Group:
+    stream: Stream
+    redis_url: str
+    workdir: Path
+    name: str
+    config: str = ""
+    workers: list[Worker] = field(default_factory=list)
+
+    @property
+    def app_id(self) -> str:
+        return f"e2e-{self.stream.tag}-{self.name}"
+
+    @property
+    def outputs(self) -> Topics:
+        topics = self.stream.topics
+        return Topics(topics["impressions"], topics["annotations"], topics["deploys"],
+                      f"{self.app_id}-dead-letters", f"{self.app_id}-requests")
+
+    def env(self, port: int) -> dict[str, str]:
+        out = self.outputs
+        config = self.workdir / f"{self.name}.toml"
+        config.write_text(self.config)
+        return {**os.environ, "MONITOR_KAFKA_BOOTSTRAP": self.stream.bootstrap, "MONITOR_REDIS_URL": self.redis_url,
+                "MONITOR_REDIS_PREFIX": self.app_id, "MONITOR_APP_ID": self.app_id,
+                "MONITOR_TOPIC_IMPRESSIONS": out.impressions, "MONITOR_TOPIC_ANNOTATIONS": out.annotations,
+                "MONITOR_TOPIC_DEPLOYS": out.deploys, "MONITOR_TOPIC_DEAD_LETTERS": out.dead_letters,
+                "MONITOR_TOPIC_REQUESTS": out.requests, "MONITOR_PARTITIONS": str(self.stream.partitions),
+                "MONITOR_HTTP_PORT": str(port), "MONITOR_CONFIG": str(config),
+                "MONITOR_DATADIR": str(self.workdir / f"{self.name}-{port}"), "MONITOR_LOG_LEVEL": "warning"}
+
+    def start(self, timeout: float = 90.0) -> Worker:
+        port = free_port()
+        log = self.workdir / f"{self.name}-{port}.log"
+        process = subprocess.Popen([sys.executable, "-m", "monitor", "worker"], env=self.env(port),
+                                   stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        worker = Worker(process, port, log)
+        deadline = time.monotonic() + timeout
+        while not worker.ready():
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise AssertionError(f"worker {self.name} did not become ready:\n{log.read_text()[-4000:]}")
+            time.sleep(0.3)
+        self.workers.append(worker)
+        return worker
+
+    def kill(self, worker: Worker) -> None:
+        worker.process.send_signal(signal.SIGKILL)
+        worker.process.wait(timeout=30)
+        self.workers.remove(worker)
+
+    def stop(self) -> None:
+        for worker in self.workers:
+            worker.process.terminate()
+        for worker in self.workers:
+            try:
+                worker.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                worker.process.kill()
+        self.workers.clear()
+
+    def drain(self, timeout: float = 900.0, settle: float = 3.0) -> None:
+        asyncio.run(_drained(self.stream, self.app_id, timeout, settle, self.workers))
+
+    def restarts_seen(self) -> list[int]:
+        """Exit codes of workers that stopped by themselves (none expected)."""
+        return [w.process.returncode for w in self.workers if w.process.poll() is not None]
+
+
+async def _positions(stream: Stream, group: str) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=stream.bootstrap)
+    consumer = AIOKafkaConsumer(bootstrap_servers=stream.bootstrap)
+    await admin.start()
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(t, p) for t in stream.topics.values() for p in range(stream.partitions)]
+        ends = await consumer.end_offsets(partitions)
+        committed = {tp: meta.offset for tp, meta in (await admin.list_consumer_group_offsets(group)).items()}
+        return ends, committed
+    finally:
+        await consumer.stop()
+        await admin.close()
+
+
+async def _drained(stream: Stream, group: str, timeout: float, settle: float, workers: list[Worker]) -> None:
+    deadline = time.monotonic() + timeout
+    last: dict[TopicPartition, int] | None = None
+    since = math.inf
+    while True:
+        ends, committed = await _positions(stream, group)
+        behind = {tp: end - committed.get(tp, 0) for tp, end in ends.items() if end > committed.get(tp, 0)}
+        now = time.monotonic()
+        if not behind:
+            if last == ends and now - since >= settle:
+                return
+            if last != ends:
+                last, since = dict(ends), now
+        else:
+            last, since = None, math.inf
+        for worker in workers:
+            if worker.process.poll() is not None:
+                raise AssertionError(f"a worker exited ({worker.process.returncode}):\n"
+                                     f"{worker.log.read_text()[-4000:]}")
+        if now > deadline:
+            raise AssertionError(f"{group} did not drain in {timeout:.0f} s; behind: {behind}")
+        await asyncio.sleep(0.5)
+
+
+def parse_metrics(text: str) -> Samples:
+    out: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out
+
+
+def flush_events(stream: Stream, ts: float, prefix: str = "flush") -> list[SimEvent]:
+    """One impression per partition at ``ts``: moves every partition's watermark past the stream's
+    deadlines, as later traffic would, so every session of the stream is closed."""
+    out: list[SimEvent] = []
+    partition, n = 0, 0
+    while partition < stream.partitions:
+        sid = f"{prefix}-{n}"
+        n += 1
+        if partition_for(sid.encode(), stream.partitions) != partition:
+            continue
+        value = json.dumps({"type": "impression", "session_id": sid, "query": f"{prefix} query {partition}",
+                            "query_bucket": "head", "ranker": "flush", "variant": "control", "ts": ts,
+                            "results": [{"doc_id": "flush-doc", "position": 1, "score": 1.0}]}).encode()
+        out.append(SimEvent("impressions", sid.encode(), value, ts))
+        partition += 1
+    return out
+
+
+async def _read_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> list[tuple[bytes | None, bytes, dict[str, bytes]]]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False)
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(topic, p) for p in (consumer.partitions_for_topic(topic) or set())]
+        if not partitions:
+            await consumer._client.force_metadata_update()
+            partitions = [TopicPartition(topic, p) for p in (consumer.partitions_for_topic(topic) or set())]
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        ends = await consumer.end_offsets(partitions)
+        out = []
+        deadline = time.monotonic() + timeout
+        async def behind() -> bool:
+            return any([await consumer.position(tp) < end for tp, end in ends.items()])
+
+        while await behind():
+            batch = await consumer.getmany(timeout_ms=500)
+            for records in batch.values():
+                out.extend((r.key, r.value, {k: v for k, v in r.headers}) for r in records)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"could not read {topic} to its end")
+        return out
+    finally:
+        await consumer.stop()
+
+
+def read_topic(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes, dict[str, bytes]]]:
+    return asyncio.run(_read_topic(bootstrap, topic))
