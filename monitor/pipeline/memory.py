@@ -8,10 +8,8 @@ through the same path as session annotations, as the worker does through Kafka.
 
 from __future__ import annotations
 
-import heapq
-import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from monitor.core.events import (
     DEFAULT_LIMITS,
@@ -30,18 +28,15 @@ from monitor.core.stream.join import (
     Labels,
     Loaded,
     Transition,
-    budget_period,
     close_step,
     fan_out_annotation,
-    frequency_slices,
-    next_watermark,
     step,
 )
 from monitor.core.stream.partition import partition_for
-from monitor.core.stream.rollup import Sliced, rollup, slice_keys
-from monitor.core.stream.session import SessionRecord, query_key
+from monitor.core.stream.rollup import rollup, slice_keys
 from monitor.core.stream.stats import Stats, add, is_removal
 from monitor.export.snapshot import Snapshot
+from monitor.pipeline.partition_state import PartitionState
 
 TOPICS = ("impressions", "annotations", "deploys")
 
@@ -55,30 +50,6 @@ class DeadLetter:
     field: str
     reason: str
     raw: bytes
-
-
-@dataclass
-class PartitionState:
-    watermark: float = -math.inf
-    offsets: dict[str, int] = field(default_factory=dict)
-    records: dict[str, SessionRecord] = field(default_factory=dict)
-    early: dict[str, Labels] = field(default_factory=dict)
-    deadlines: dict[str, float] = field(default_factory=dict)
-    heap: list[tuple[float, str]] = field(default_factory=list)
-    slices: dict[tuple[str, int], dict[str, Stats]] = field(default_factory=dict)
-    sketch: dict[int, dict[str, float]] = field(default_factory=dict)
-    budget: dict[tuple[str, int], float] = field(default_factory=dict)
-
-    def due(self, watermark: float, limit: int) -> list[SessionRecord]:
-        out: list[SessionRecord] = []
-        if not self.heap or self.heap[0][0] > watermark:
-            return out
-        for deadline, session_id in heapq.nsmallest(limit * 2, self.heap):
-            if deadline > watermark or len(out) >= limit:
-                break
-            if self.deadlines.get(session_id) == deadline:
-                out.append(self.records[session_id])
-        return out
 
 
 def partition_of(key: bytes | None, partitions: int) -> int:
@@ -95,6 +66,7 @@ class MemoryPipeline:
             raise ValueError(f"partitions must be ≥ 1, got {partitions}")
         self.config, self.scale, self.limits, self.partitions = config, scale, limits, partitions
         self.state = [PartitionState() for _ in range(partitions)]
+        self.slices: list[dict[tuple[str, int], dict[str, Stats]]] = [{} for _ in range(partitions)]
         self.query_labels: dict[str, Labels] = {}
         self.pending_queries: dict[str, set[tuple[int, str]]] = {}
         self.counters: dict[tuple[str, str], float] = {}
@@ -128,53 +100,22 @@ class MemoryPipeline:
             self._process(*self._queue.popleft())
 
     # -- one step -------------------------------------------------------------------------------------
-    def _load(self, partition: int, event: Event) -> Loaded:
-        state = self.state[partition]
-        loaded = Loaded(watermark=state.watermark)
-        if isinstance(event, Impression | Annotation) and event.session_id is not None:
-            loaded.record = state.records.get(event.session_id)
-            loaded.early_labels = dict(state.early.get(event.session_id, {}))
-        if isinstance(event, Impression):
-            loaded.query_labels = dict(self.query_labels.get(query_key(event.query), {}))
-            loaded.sketch = [state.sketch.get(i, {}) for i in frequency_slices(event.ts, self.config)]
-            period = budget_period(event.ts, self.config)
-            loaded.budget_used = {b: state.budget.get((b, period), 0.0) for b in self.config.k}
-        loaded.due = state.due(next_watermark(state.watermark, event), self.config.max_closes_per_step)
-        return loaded
-
     def _process(self, partition: int, event: Event) -> None:
-        transition = step(event, self._load(partition, event), self.config, self.scale, self.partitions)
+        loaded = self.state[partition].load(event, self.query_labels, self.config)
+        transition = step(event, loaded, self.config, self.scale, self.partitions)
         self._apply(partition, transition)
 
     def _apply(self, partition: int, t: Transition) -> None:
         state = self.state[partition]
-        state.watermark = t.watermark
-        for record in t.records:
-            state.records[record.session_id] = record
-        for session_id, labels in t.early_labels.items():
-            state.early[session_id] = labels
-        for session_id in t.drop_early_labels:
-            state.early.pop(session_id, None)
-        for session_id, deadline in t.deadlines.items():
-            state.deadlines[session_id] = deadline
-            heapq.heappush(state.heap, (deadline, session_id))
-        for session_id in t.drop_deadlines:
-            state.deadlines.pop(session_id, None)
-        while state.heap and state.heap[0][1] not in state.deadlines:
-            heapq.heappop(state.heap)
+        state.apply(t)
         for ts, group, delta in t.deltas:
             for slice_key in slice_keys(ts, self.config):
-                add(state.slices.setdefault(slice_key, {}).setdefault(group, {}), delta)
+                add(self.slices[partition].setdefault(slice_key, {}).setdefault(group, {}), delta)
             removal = is_removal(delta)
             target = self.totals_removed if removal else self.totals_added
             add(target.setdefault(group, {}), delta, -1.0 if removal else 1.0)
         for group, name, amount in t.counters:
             self._count(group, name, amount)
-        for index, cell in t.sketch:
-            slot = state.sketch.setdefault(index, {})
-            slot[cell] = slot.get(cell, 0.0) + 1.0
-        if t.budget is not None:
-            state.budget[t.budget] = state.budget.get(t.budget, 0.0) + 1.0
         for query, session_id in t.pending_queries:
             self.pending_queries.setdefault(query, set()).add((partition, session_id))
         self.requests.extend(t.requests)
@@ -210,8 +151,7 @@ class MemoryPipeline:
                     break
 
     def windows(self, watermark: float | None = None) -> dict[tuple[str, str], Stats]:
-        sliced: list[Sliced] = [s.slices for s in self.state]
-        return rollup(sliced, self.watermark if watermark is None else watermark, self.config)
+        return rollup(self.slices, self.watermark if watermark is None else watermark, self.config)
 
     def snapshot(self) -> Snapshot:
         """The state an exporter reads (see :class:`monitor.export.snapshot.Snapshot`)."""

@@ -1,0 +1,86 @@
+"""One partition's join state in memory, and how a step reads and updates it.
+
+The in-process pipeline keeps one :class:`PartitionState` per partition for the whole stream; the Redis
+adapter fills one from Redis for a batch of messages (only the keys the batch touches), runs the same
+steps over it, and writes back what the transitions changed. Either way each step sees exactly the state
+the previous steps left, so a batch gives what one message at a time would give.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from monitor.core.events import Annotation, Event, Impression
+from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.join import (
+    Labels,
+    Loaded,
+    Transition,
+    budget_period,
+    frequency_slices,
+    next_watermark,
+)
+from monitor.core.stream.session import SessionRecord, query_key
+
+
+@dataclass
+class PartitionState:
+    watermark: float = -math.inf
+    offsets: dict[str, int] = field(default_factory=dict)
+    records: dict[str, SessionRecord] = field(default_factory=dict)
+    early: dict[str, Labels] = field(default_factory=dict)
+    deadlines: dict[str, float] = field(default_factory=dict)
+    heap: list[tuple[float, str]] = field(default_factory=list)
+    sketch: dict[int, dict[str, float]] = field(default_factory=dict)
+    budget: dict[tuple[str, int], float] = field(default_factory=dict)
+
+    def due(self, watermark: float, limit: int) -> list[SessionRecord]:
+        """Pending sessions with deadline at or before ``watermark``, earliest first, at most ``limit``."""
+        out: list[SessionRecord] = []
+        if not self.heap or self.heap[0][0] > watermark:
+            return out
+        for deadline, session_id in heapq.nsmallest(limit * 2, self.heap):
+            if deadline > watermark or len(out) >= limit:
+                break
+            if self.deadlines.get(session_id) == deadline:
+                out.append(self.records[session_id])
+        return out
+
+    def load(self, event: Event, query_labels: Mapping[str, Labels], config: StreamConfig) -> Loaded:
+        """What :func:`~monitor.core.stream.join.step` reads for ``event``."""
+        loaded = Loaded(watermark=self.watermark)
+        if isinstance(event, Impression | Annotation) and event.session_id is not None:
+            loaded.record = self.records.get(event.session_id)
+            loaded.early_labels = dict(self.early.get(event.session_id, {}))
+        if isinstance(event, Impression):
+            loaded.query_labels = dict(query_labels.get(query_key(event.query), {}))
+            loaded.sketch = [self.sketch.get(i, {}) for i in frequency_slices(event.ts, config)]
+            period = budget_period(event.ts, config)
+            loaded.budget_used = {b: self.budget.get((b, period), 0.0) for b in config.k}
+        loaded.due = self.due(next_watermark(self.watermark, event), config.max_closes_per_step)
+        return loaded
+
+    def apply(self, t: Transition) -> None:
+        """The partition-local part of a transition (not the aggregates, counters or per-query state)."""
+        self.watermark = t.watermark
+        for record in t.records:
+            self.records[record.session_id] = record
+        for session_id, labels in t.early_labels.items():
+            self.early[session_id] = labels
+        for session_id in t.drop_early_labels:
+            self.early.pop(session_id, None)
+        for session_id, deadline in t.deadlines.items():
+            self.deadlines[session_id] = deadline
+            heapq.heappush(self.heap, (deadline, session_id))
+        for session_id in t.drop_deadlines:
+            self.deadlines.pop(session_id, None)
+        while self.heap and self.heap[0][1] not in self.deadlines:
+            heapq.heappop(self.heap)
+        for index, cell in t.sketch:
+            slot = self.sketch.setdefault(index, {})
+            slot[cell] = slot.get(cell, 0.0) + 1.0
+        if t.budget is not None:
+            self.budget[t.budget] = self.budget.get(t.budget, 0.0) + 1.0
