@@ -2,8 +2,8 @@
 
 Each simulated record is submitted when the wall clock reaches its event time divided by the speed
 (``hours × 3600 / duration``); ``fast`` submits without waiting (tests, CI), which changes nothing but the
-wall offsets, since the engine samples on event time. Ctrl-C stops the feed and ends with the summary of
-what was seen (sessions still waiting for labels stay open: nothing is flushed).
+wall offsets, since the engine samples on event time. Ctrl-C stops the feed between two events and ends
+with the summary of what was seen (sessions still waiting for labels stay open: nothing is flushed).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from monitor.alerting import AlertmanagerClient
 from monitor.demo.canary import AlertNote, Judge
 from monitor.demo.engine import Engine
 from monitor.demo.events_file import routable
+from monitor.demo.interrupt import stop_on_sigint
 from monitor.demo.settings import DemoSettings, stream_config
 from monitor.demo.summary import build_summary, render_summary
 from monitor.demo.view import Header, Screen, alert_line, render
@@ -124,25 +125,28 @@ def run_demo(options: DemoOptions, out: TextIO, err: TextIO, judge: Judge,
         if alertmanager is not None:
             alertmanager.send([note.payload for note in notes if note.payload is not None])
 
-    interrupted = False
     ts: float | None = None
     try:
-        for count, event in enumerate(traffic(settings)):
-            ts = event.ts
-            if not options.fast:
-                target = (event.ts - origin) / settings.speed
-                while (now := clock()) < target:
-                    draw(now, ts)
-                    clock.sleep(min(target - now, 0.05))
-            alerts(engine.feed(event.topic, event.key, event.value, clock()))
-            if options.write_events is not None:
-                played.append(event)
-            if count % 256 == 0:
-                draw(clock(), ts)
-        alerts(engine.finish(clock()))
-    except KeyboardInterrupt:
-        interrupted = True
-        alerts(engine.finish(clock(), flush=False))
+        with stop_on_sigint() as stop:
+            try:
+                for count, event in enumerate(traffic(settings)):
+                    ts = event.ts
+                    if not options.fast:
+                        target = (event.ts - origin) / settings.speed
+                        while (now := clock()) < target and not stop.stopped:
+                            draw(now, ts)
+                            clock.sleep(min(target - now, 0.05))
+                    if stop.stopped:
+                        break
+                    alerts(engine.feed(event.topic, event.key, event.value, clock()))
+                    if options.write_events is not None:
+                        played.append(event)
+                    if count % 256 == 0:
+                        draw(clock(), ts)
+            except KeyboardInterrupt:  # a second Ctrl-C, or one outside the main thread's handler
+                stop.stopped = True
+            interrupted = stop.stopped
+            alerts(engine.finish(clock(), flush=not interrupted))
     finally:
         if server is not None:
             server.close()

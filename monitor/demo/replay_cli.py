@@ -20,6 +20,7 @@ from typing import TextIO
 from monitor.demo.canary import AlertNote, Judge
 from monitor.demo.engine import Engine
 from monitor.demo.events_file import LineError, read_events
+from monitor.demo.interrupt import stop_on_sigint
 from monitor.demo.settings import stream_config
 from monitor.demo.summary import build_summary, render_summary
 from monitor.demo.view import alert_line
@@ -78,16 +79,19 @@ def replay(path: Path, judge: Judge, err: TextIO, progress: bool | None = None) 
                 bar.clear()
                 err.write(alert_line(note) + "\n")
 
-    interrupted = False
     try:
-        for line in read_events(path):
-            alerts(engine.feed(line.topic, line.key, line.value, time.monotonic() - started))
-            bar.update(line.end, engine.events)
-        bar.update(size, engine.events, force=True)
-        alerts(engine.finish(time.monotonic() - started))
-    except KeyboardInterrupt:
-        interrupted = True
-        alerts(engine.finish(time.monotonic() - started, flush=False))
+        with stop_on_sigint() as stop:
+            try:
+                for line in read_events(path):
+                    alerts(engine.feed(line.topic, line.key, line.value, time.monotonic() - started))
+                    bar.update(line.end, engine.events)
+                    if stop.stopped:
+                        break
+                bar.update(size, engine.events, force=True)
+            except KeyboardInterrupt:
+                stop.stopped = True
+            interrupted = stop.stopped
+            alerts(engine.finish(time.monotonic() - started, flush=not interrupted))
     finally:
         bar.clear()
     return engine, interrupted, time.monotonic() - started

@@ -11,6 +11,8 @@ import contextlib
 import io
 import json
 import math
+import os
+import signal
 import threading
 import time
 import urllib.request
@@ -264,3 +266,23 @@ def test_docstring_examples(module: str) -> None:
 
     failed, attempted = doctest.testmod(importlib.import_module(f"monitor.demo.{module}"))
     assert attempted > 0 and failed == 0
+
+
+def test_ctrl_c_ends_the_demo_with_the_summary_of_what_was_seen() -> None:
+    settings = DemoSettings(sessions=2000, hours=2.0, seed=5, duration=4.0)
+    fake = {"now": 0.0}
+
+    def sleep(seconds: float) -> None:
+        fake["now"] += seconds
+        if fake["now"] >= 1.0 and not fake.get("sent"):
+            fake["sent"] = 1.0
+            os.kill(os.getpid(), signal.SIGINT)  # the handler sets a flag; the loop stops between events
+
+    out = io.StringIO()
+    result = run_demo(DemoOptions(settings, port=None), out, io.StringIO(), NoJudge(), tty=False,
+                      clock=Clock(lambda: fake["now"], sleep))
+    assert result.interrupted and result.summary["interrupted"]
+    assert 200 < result.summary["sessions"]["impressions"] < 1000  # about a quarter of the run
+    assert 1.0 <= fake["now"] < 1.5
+    assert "== demo interrupted:" in out.getvalue()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is put back
