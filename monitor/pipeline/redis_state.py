@@ -1,8 +1,10 @@
-"""The stream core with its state in Redis: what the Kafka worker runs, one message at a time.
+"""The stream core with its state in Redis: what the Kafka worker runs, a batch of messages at a time.
 
-Per message: read the partition's applied offset (a redelivered message changes nothing), decode and
-validate, load what :func:`~monitor.core.stream.join.step` needs, and write the whole transition together
-with the new offset in one ``MULTI``/``EXEC``. Keys carry the partition as a Redis Cluster hash tag
+Per batch of one partition's messages: read the applied offsets (redelivered messages change nothing),
+decode and validate, read in one round trip everything the batch's steps need, run
+:func:`~monitor.core.stream.join.step` for each message in order over that state in memory, and write
+every change together with the new offsets and the outbox entries in one Lua script call (atomic). Keys carry
+the partition as a Redis Cluster hash tag
 (``srm:{p3}:…``), so one partition's session records, early labels, deadlines, aggregate slices, sketch,
 budget counters and offsets live in one slot and one transaction. Query-level labels and the index of a
 query's sessions in the join are per query (``srm:{q:<hash>}:…``), written idempotently before the
@@ -13,10 +15,12 @@ The exporter reads the same keys (:meth:`RedisState.snapshot`), so several worke
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
+from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from redis.asyncio import Redis
@@ -24,6 +28,7 @@ from redis.asyncio import Redis
 from monitor.core.events import (
     DEFAULT_LIMITS,
     Annotation,
+    Deploy,
     Event,
     EventError,
     Impression,
@@ -42,7 +47,6 @@ from monitor.core.stream.join import (
     fan_out_annotation,
     frequency_cells,
     frequency_slices,
-    next_watermark,
     step,
 )
 from monitor.core.stream.rollup import rollup, slice_keys, wanted_slices
@@ -50,6 +54,7 @@ from monitor.core.stream.session import SessionRecord, query_key
 from monitor.core.stream.sketch import cell_field
 from monitor.core.stream.stats import Stats, is_removal
 from monitor.export.snapshot import Snapshot
+from monitor.pipeline.partition_state import PartitionState
 
 
 @dataclass(frozen=True)
@@ -62,9 +67,115 @@ class Outcome:
     fan_out: tuple[tuple[str, Annotation], ...] = ()  # (session id, annotation) to publish, keyed by session
 
 
+FanOut = list[tuple[str, Annotation]]
 Outbox = Callable[[Outcome], Sequence[bytes]]
 """What a message's outcome must publish (dead letter, annotation requests, fan-out annotations), as
 opaque entries the adapter can send later: they are committed in the message's transaction."""
+
+
+@dataclass(frozen=True)
+class Message:
+    """One consumed message: where it came from, its bytes, the topic's role and its outbox."""
+
+    topic: str
+    offset: int
+    raw: bytes
+    role: str | None = None
+    outbox: Outbox | None = None
+
+
+@dataclass
+class Batch:
+    """What a batch's transitions change, merged: the last value of each record, early-label set,
+    deadline and watermark; sums of the aggregate, counter, sketch and budget increments."""
+
+    partition: int
+    watermark: float | None = None
+    records: dict[str, SessionRecord] = field(default_factory=dict)
+    early: dict[str, Labels | None] = field(default_factory=dict)
+    deadlines: dict[str, float | None] = field(default_factory=dict)
+    slices: dict[tuple[str, int], dict[str, float]] = field(default_factory=dict)
+    added: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    removed: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    counters: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    sketch: dict[int, dict[str, float]] = field(default_factory=dict)
+    budget: dict[tuple[str, int], float] = field(default_factory=lambda: defaultdict(float))
+    deploys: list[Deploy] = field(default_factory=list)
+    entries: list[bytes] = field(default_factory=list)
+
+    def add(self, t: Transition, config: StreamConfig) -> None:
+        self.watermark = t.watermark
+        for record in t.records:
+            self.records[record.session_id] = record
+        for session_id, labels in t.early_labels.items():
+            self.early[session_id] = labels
+        for session_id in t.drop_early_labels:
+            self.early[session_id] = None
+        for session_id, deadline in t.deadlines.items():
+            self.deadlines[session_id] = deadline
+        for session_id in t.drop_deadlines:
+            self.deadlines[session_id] = None
+        for ts, group, delta in t.deltas:
+            for key in slice_keys(ts, config):
+                fields = self.slices.setdefault(key, defaultdict(float))
+                for name, value in delta.items():
+                    fields[f"{group}|{name}"] += value
+            removal = is_removal(delta)
+            totals = self.removed if removal else self.added
+            for name, value in delta.items():
+                totals[f"{group}|{name}"] += -value if removal else value
+        for group, name, amount in t.counters:
+            self.counters[(group, name)] += amount
+        for index, cell in t.sketch:
+            cells = self.sketch.setdefault(index, defaultdict(float))
+            cells[cell] += 1.0
+        if t.budget is not None:
+            self.budget[t.budget] += 1.0
+        self.deploys.extend(t.deploys)
+
+
+APPLY_OPS = """
+local ops = cjson.decode(ARGV[1])
+for _, op in ipairs(ops) do
+  local name, key = op[1], KEYS[op[2]]
+  if name == 'hincr' then
+    for i = 3, #op, 2 do redis.call('HINCRBYFLOAT', key, op[i], op[i + 1]) end
+  elseif name == 'hset' then
+    for i = 3, #op, 2 do redis.call('HSET', key, op[i], op[i + 1]) end
+  elseif name == 'set' then
+    redis.call('SET', key, op[3], 'EX', op[4])
+  elseif name == 'del' then
+    redis.call('DEL', key)
+  elseif name == 'zadd' then
+    for i = 3, #op, 2 do redis.call('ZADD', key, op[i], op[i + 1]) end
+  elseif name == 'zrem' then
+    for i = 3, #op do redis.call('ZREM', key, op[i]) end
+  elseif name == 'expire' then
+    redis.call('EXPIRE', key, op[3])
+  elseif name == 'rpush' then
+    for i = 3, #op do redis.call('RPUSH', key, op[i]) end
+  else
+    return redis.error_reply('unknown op ' .. tostring(name))
+  end
+end
+return #ops
+"""
+
+
+class Ops:
+    """The writes of one commit as a list for :data:`APPLY_OPS`: ``[name, key index, args...]``."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self.ops: list[list[str | int]] = []
+        self._index: dict[str, int] = {}
+
+    def add(self, name: str, key: str, *args: str) -> None:
+        index = self._index.get(key)
+        if index is None:
+            self.keys.append(key)
+            index = self._index[key] = len(self.keys)
+        self.ops.append([name, index, *args])
 
 
 class RedisState:
@@ -73,6 +184,7 @@ class RedisState:
         self.redis, self.config, self.scale, self.partitions = redis, config, scale, partitions
         self.prefix, self.limits = prefix, limits
         self._registered: set[int] = set()  # partitions already in the global set (one SADD each)
+        self._apply_ops = redis.register_script(APPLY_OPS)
 
     # -- keys -----------------------------------------------------------------------------------------
     def _p(self, partition: int, *parts: object) -> str:
@@ -81,47 +193,257 @@ class RedisState:
     def _q(self, key: str, part: str) -> str:
         return f"{self.prefix}:{{q:{key}}}:{part}"
 
-    # -- one message ----------------------------------------------------------------------------------
+    # -- messages -------------------------------------------------------------------------------------
     async def handle(self, partition: int, topic: str, offset: int, raw: bytes,
                      outbox: Outbox | None = None, role: str | None = None) -> Outcome:
-        """Apply one message unless its offset is already applied.
+        """One message (a batch of one): see :meth:`handle_batch`."""
+        return (await self.handle_batch(partition, [Message(topic, offset, raw, role, outbox)]))[0]
 
-        ``outbox`` turns the outcome into entries to publish; they join the same transaction as the state
-        and the offset (a transactional outbox: see :meth:`drain`), so nothing is published for a message
-        whose state was not committed, and nothing committed goes unpublished. ``role`` (impressions,
-        annotations, deploys) refuses events of another type."""
-        meta = self._p(partition, "meta")
-        applied = await self.redis.hget(meta, f"off:{topic}")
-        if applied is not None and int(applied) >= offset:
-            return Outcome(skipped=True)
-        try:
-            event = decode_event(raw, self.scale, self.limits)
-            if role is not None:
-                expect_topic(event, role)
-        except EventError as error:
-            return await self.reject(partition, topic, offset, error, outbox)
-        return await self.apply_event(partition, event, topic, offset, outbox)
+    async def handle_batch(self, partition: int, messages: Sequence[Message]) -> list[Outcome]:
+        """Apply ``messages`` of one partition, in order, skipping those whose offset is already applied.
+
+        One read of everything the batch touches, the steps in memory over that state
+        (:class:`~monitor.pipeline.partition_state.PartitionState`), the per-query writes (idempotent),
+        then one atomic script call with every change, the outbox entries and the new offsets. A crash
+        anywhere leaves either none or all of the batch applied, and a redelivery skips what was applied.
+
+        A message's ``outbox`` turns its outcome into entries to publish (dead letter, annotation requests,
+        fan-out annotations); they are committed in the same transaction (a transactional outbox, see
+        :meth:`drain`). ``role`` (impressions, annotations, deploys) refuses events of another type."""
+        meta = {_text(k): _text(v) for k, v in (await self.redis.hgetall(self._p(partition, "meta"))).items()}
+        applied = {k[4:]: int(v) for k, v in meta.items() if k.startswith("off:")}
+        outcomes: list[Outcome | None] = [None] * len(messages)
+        events: list[tuple[int, Event]] = []
+        rejected: list[tuple[int, EventError]] = []
+        for index, message in enumerate(messages):
+            if applied.get(message.topic, -1) >= message.offset:
+                outcomes[index] = Outcome(skipped=True)
+                continue
+            applied[message.topic] = message.offset
+            try:
+                event = decode_event(message.raw, self.scale, self.limits)
+                if message.role is not None:
+                    expect_topic(event, message.role)
+            except EventError as invalid:
+                rejected.append((index, invalid))
+                continue
+            events.append((index, event))
+        watermark = float(meta["wm"]) if "wm" in meta else -math.inf
+        batch = Batch(partition)
+        for index, error in rejected:
+            outcomes[index] = Outcome(dead_letter=error)
+            batch.counters[("", f"dead_letter:{error.code}")] += 1.0
+        state, query_labels = await self._prefetch(partition, watermark, [e for _, e in events])
+        steps: list[tuple[int, Transition, Loaded]] = []
+        for index, event in events:
+            loaded = state.load(event, query_labels, self.config)
+            transition = step(event, loaded, self.config, self.scale, self.partitions)
+            state.apply(transition)
+            if transition.query_labels is not None:
+                query_labels.setdefault(transition.query_labels[0], {}).update(transition.query_labels[1])
+            batch.add(transition, self.config)
+            steps.append((index, transition, loaded))
+        fan_outs = await self._query_writes(partition, steps)
+        for index, transition, _ in steps:
+            outcomes[index] = Outcome(transition=transition, fan_out=tuple(fan_outs.get(index, ())))
+        for index, message in enumerate(messages):
+            outcome = outcomes[index]
+            if message.outbox is not None and outcome is not None and not outcome.skipped:
+                batch.entries.extend(message.outbox(outcome))
+        offsets = {m.topic: m.offset for m, o in zip(messages, outcomes, strict=True)
+                   if o is not None and not o.skipped}
+        await self._commit(partition, batch, offsets)
+        return [o if o is not None else Outcome(skipped=True) for o in outcomes]
 
     async def reject(self, partition: int, topic: str, offset: int, error: EventError,
                      outbox: Outbox | None = None) -> Outcome:
         """Count a message as a dead letter (by reason code) and commit its offset."""
         outcome = Outcome(dead_letter=error)
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.hincrbyfloat(self._p(partition, "cnt"), f"|dead_letter:{error.code}", 1.0)
-        if outbox is not None and (entries := outbox(outcome)):
-            pipe.rpush(self._p(partition, "outbox"), *entries)
-        pipe.hset(self._p(partition, "meta"), f"off:{topic}", offset)
-        await pipe.execute()
+        batch = Batch(partition)
+        batch.counters[("", f"dead_letter:{error.code}")] += 1.0
+        if outbox is not None:
+            batch.entries.extend(outbox(outcome))
+        await self._commit(partition, batch, {topic: offset})
         return outcome
 
-    async def apply_event(self, partition: int, event: Event, topic: str | None = None,
-                          offset: int | None = None, outbox: Outbox | None = None) -> Outcome:
-        loaded = await self._load(partition, event)
+    async def apply_event(self, partition: int, event: Event) -> Outcome:
+        """An event that did not come from a topic (tests apply fan-outs with it): no offset."""
+        meta = await self.redis.hget(self._p(partition, "meta"), "wm")
+        state, query_labels = await self._prefetch(partition, float(meta) if meta else -math.inf, [event])
+        loaded = state.load(event, query_labels, self.config)
         transition = step(event, loaded, self.config, self.scale, self.partitions)
-        fan_out = await self._query_writes(partition, transition, loaded)
-        outcome = Outcome(transition=transition, fan_out=fan_out)
-        await self._write(partition, transition, topic, offset, outbox(outcome) if outbox else ())
-        return outcome
+        batch = Batch(partition)
+        batch.add(transition, self.config)
+        fan_outs = await self._query_writes(partition, [(0, transition, loaded)])
+        await self._commit(partition, batch, {})
+        return Outcome(transition=transition, fan_out=tuple(fan_outs.get(0, ())))
+
+    async def _prefetch(self, partition: int, watermark: float,
+                        events: Sequence[Event]) -> tuple[PartitionState, dict[str, Labels]]:
+        """A :class:`PartitionState` holding what ``events`` will read, from one pipelined round trip."""
+        config = self.config
+        state = PartitionState(watermark=watermark)
+        session_ids = sorted({e.session_id for e in events
+                              if isinstance(e, Impression | Annotation) and e.session_id is not None})
+        impressions = [e for e in events if isinstance(e, Impression)]
+        query_keys = sorted({query_key(e.query) for e in impressions})
+        cells: dict[int, set[str]] = {}
+        periods: set[int] = set()
+        final = watermark
+        for e in impressions:
+            fields = [cell_field(c) for c in frequency_cells(e.query, config)]
+            for index in frequency_slices(e.ts, config):
+                cells.setdefault(index, set()).update(fields)
+            periods.add(budget_period(e.ts, config))
+            final = max(final, e.ts)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.mget([self._p(partition, "s", s) for s in session_ids] or ["-"])
+        pipe.mget([self._p(partition, "e", s) for s in session_ids] or ["-"])
+        for qkey in query_keys:
+            pipe.hgetall(self._q(qkey, "labels"))
+        sketch_order = sorted(cells)
+        for index in sketch_order:
+            pipe.hmget(self._p(partition, "cms", index), sorted(cells[index]))
+        period_order = sorted(periods)
+        for period in period_order:
+            pipe.hgetall(self._p(partition, "bud", period))
+        limit = config.max_closes_per_step * max(len(events), 1)
+        if math.isfinite(final):
+            pipe.zrangebyscore(self._p(partition, "dl"), "-inf", final, start=0, num=limit, withscores=True)
+        results = await pipe.execute()
+        records, early = results[0], results[1]
+        for session_id, record, labels in zip(session_ids, records, early, strict=False):
+            if record:
+                state.records[session_id] = SessionRecord.from_json(record)
+            if labels:
+                state.early[session_id] = json.loads(labels)
+        at = 2
+        query_labels: dict[str, Labels] = {}
+        for qkey in query_keys:
+            query_labels[qkey] = {_text(k): int(v) for k, v in results[at].items()}
+            at += 1
+        for index in sketch_order:
+            state.sketch[index] = {f: float(v) for f, v in zip(sorted(cells[index]), results[at], strict=True)
+                                   if v is not None}
+            at += 1
+        for period in period_order:
+            for bucket, used in results[at].items():
+                state.budget[(_text(bucket), period)] = float(used)
+            at += 1
+        if math.isfinite(final):
+            due = [(_text(member), float(score)) for member, score in results[at]]
+            missing = [s for s, _ in due if s not in state.records]
+            if missing:
+                loaded = await self.redis.mget([self._p(partition, "s", s) for s in missing])
+                for session_id, record in zip(missing, loaded, strict=True):
+                    if record:
+                        state.records[session_id] = SessionRecord.from_json(record)
+            for session_id, deadline in due:
+                if session_id in state.records:
+                    state.deadlines[session_id] = deadline
+                    heapq.heappush(state.heap, (deadline, session_id))
+        return state, query_labels
+
+    async def _query_writes(self, partition: int,
+                            steps: Sequence[tuple[int, Transition, Loaded]]) -> dict[int, FanOut]:
+        """Per-query keys live in other slots: idempotent writes before the transaction, then the
+        query-level labels to fan out to sessions (published keyed by session), per step index.
+
+        A judgment for a query written on another partition after an impression of the query read the
+        query's labels, and fanned out before that impression's session joined the query's pending set,
+        would reach no one; so each such impression re-reads the labels after joining the set. (Either
+        the judgment's fan-out saw the session or this read sees the judgment; both is harmless.)"""
+        ttl = int(self.config.state_ttl)
+        writes = self.redis.pipeline(transaction=False)
+        checks: list[tuple[int, str, str, Labels]] = []   # (step, query key, session, labels it saw)
+        spreads: list[tuple[int, str, Labels]] = []       # (step, query key, labels to fan out)
+        for index, t, loaded in steps:
+            for qkey, session_id in t.pending_queries:
+                writes.sadd(self._q(qkey, "pending"), f"{partition}:{session_id}")
+                writes.expire(self._q(qkey, "pending"), ttl)
+                checks.append((index, qkey, session_id, loaded.query_labels))
+            if t.query_labels is not None:
+                qkey, labels = t.query_labels
+                writes.hset(self._q(qkey, "labels"), mapping=cast(Any, labels))
+                writes.expire(self._q(qkey, "labels"), ttl)
+                spreads.append((index, qkey, labels))
+        if not checks and not spreads:
+            return {}
+        await writes.execute()
+        reads = self.redis.pipeline(transaction=False)
+        for _, qkey, _, _ in checks:
+            reads.hgetall(self._q(qkey, "labels"))
+        for _, qkey, _ in spreads:
+            reads.smembers(self._q(qkey, "pending"))
+        results = await reads.execute()
+        out: dict[int, FanOut] = {}
+        for (index, _, session_id, seen), stored in zip(checks, results, strict=False):
+            labels = {_text(k): int(v) for k, v in stored.items()}
+            missed = {d: g for d, g in labels.items() if seen.get(d) != g}
+            if missed:
+                annotation = fan_out_annotation(session_id, missed, self.scale)
+                out.setdefault(index, []).append((session_id, annotation))
+        for (index, _, labels), members in zip(spreads, results[len(checks):], strict=True):
+            for member in sorted(_text(m) for m in members):
+                session_id = member.split(":", 1)[1]
+                annotation = fan_out_annotation(session_id, labels, self.scale)
+                out.setdefault(index, []).append((session_id, annotation))
+        return out
+
+    async def _commit(self, partition: int, batch: Batch, offsets: Mapping[str, int]) -> None:
+        """Everything ``batch`` changed, its outbox entries and ``offsets``: one Lua script call, so one
+        atomic step and one round trip (every key is in the partition's hash slot)."""
+        if partition not in self._registered:
+            await self.redis.sadd(f"{self.prefix}:partitions", partition)
+            self._registered.add(partition)
+        config, ttl = self.config, str(int(self.config.state_ttl))
+        ops = Ops()
+        meta = self._p(partition, "meta")
+        if batch.watermark is not None and math.isfinite(batch.watermark):
+            ops.add("hset", meta, "wm", repr(batch.watermark))
+        for session_id, record in batch.records.items():
+            ops.add("set", self._p(partition, "s", session_id), record.to_json(), ttl)
+        for session_id, labels in batch.early.items():
+            if labels is None:
+                ops.add("del", self._p(partition, "e", session_id))
+            else:
+                ops.add("set", self._p(partition, "e", session_id), json.dumps(labels), ttl)
+        added = [a for s, d in batch.deadlines.items() if d is not None for a in (repr(d), s)]
+        dropped = [s for s, d in batch.deadlines.items() if d is None]
+        if added:
+            ops.add("zadd", self._p(partition, "dl"), *added)
+        if dropped:
+            ops.add("zrem", self._p(partition, "dl"), *dropped)
+        for (window, index), fields in batch.slices.items():
+            key = self._p(partition, "agg", window, index)
+            ops.add("hincr", key, *(a for name, value in fields.items() for a in (name, repr(value))))
+            ops.add("expire", key, str(int(config.windows[window] + 2 * config.slice_width(window))))
+        for direction, totals in (("add", batch.added), ("rem", batch.removed)):
+            if totals:
+                ops.add("hincr", self._p(partition, direction),
+                        *(a for name, value in totals.items() for a in (name, repr(value))))
+        if batch.counters:
+            ops.add("hincr", self._p(partition, "cnt"),
+                    *(a for (group, name), n in batch.counters.items() for a in (f"{group}|{name}", repr(n))))
+        for index, cells in batch.sketch.items():
+            key = self._p(partition, "cms", index)
+            ops.add("hincr", key, *(a for cell, count in cells.items() for a in (cell, repr(count))))
+            ops.add("expire", key, str(int(config.frequency_window * 2)))
+        for (bucket, period), used in batch.budget.items():
+            key = self._p(partition, "bud", period)
+            ops.add("hincr", key, bucket, repr(used))
+            ops.add("expire", key, str(int(config.budget_period * 2)))
+        if batch.deploys:
+            ops.add("rpush", self._p(partition, "deploys"), *(json.dumps(
+                {"kind": d.kind, "ranker": d.ranker, "previous": d.previous, "ts": d.ts})
+                for d in batch.deploys))
+        if batch.entries:
+            ops.add("rpush", self._p(partition, "outbox"), *(e.decode() for e in batch.entries))
+        if offsets:
+            ops.add("hset", meta, *(a for topic, offset in offsets.items()
+                                    for a in (f"off:{topic}", str(offset))))
+        if ops.ops:
+            await self._apply_ops(keys=ops.keys, args=[json.dumps(ops.ops, ensure_ascii=False)])
 
     async def drain(self, partition: int, send: Callable[[Sequence[bytes]], Awaitable[None]],
                     limit: int = 1000) -> int:
@@ -136,131 +458,21 @@ class RedisState:
         await self.redis.ltrim(key, len(entries), -1)
         return len(entries)
 
-    async def _watermark(self, partition: int) -> float:
-        raw = await self.redis.hget(self._p(partition, "meta"), "wm")
-        return float(raw) if raw is not None else -math.inf
-
-    async def _due(self, partition: int, watermark: float) -> list[SessionRecord]:
-        """Pending sessions whose deadline is at or before ``watermark`` (at most one step's worth)."""
-        if watermark == -math.inf:
-            return []
-        ids = await self.redis.zrangebyscore(self._p(partition, "dl"), "-inf", watermark, start=0,
-                                             num=self.config.max_closes_per_step)
-        if not ids:
-            return []
-        records = await self.redis.mget([self._p(partition, "s", _text(i)) for i in ids])
-        return [SessionRecord.from_json(r) for r in records if r]
-
-    async def _load(self, partition: int, event: Event) -> Loaded:
-        loaded = Loaded(watermark=await self._watermark(partition))
-        session_id = event.session_id if isinstance(event, Impression | Annotation) else None
-        if session_id is not None:
-            record, early = await self.redis.mget(self._p(partition, "s", session_id),
-                                                  self._p(partition, "e", session_id))
-            loaded.record = SessionRecord.from_json(record) if record else None
-            loaded.early_labels = json.loads(early) if early else {}
-        if isinstance(event, Impression):
-            qkey = query_key(event.query)
-            loaded.query_labels = {_text(k): int(v) for k, v in
-                                   (await self.redis.hgetall(self._q(qkey, "labels"))).items()}
-            fields = [cell_field(c) for c in frequency_cells(event.query, self.config)]
-            pipe = self.redis.pipeline(transaction=False)
-            for index in frequency_slices(event.ts, self.config):
-                pipe.hmget(self._p(partition, "cms", index), fields)
-            loaded.sketch = [{f: float(v) for f, v in zip(fields, values, strict=True) if v is not None}
-                             for values in await pipe.execute()]
-            budget = await self.redis.hgetall(self._p(partition, "bud", budget_period(event.ts, self.config)))
-            loaded.budget_used = {_text(k): float(v) for k, v in budget.items()}
-        loaded.due = await self._due(partition, next_watermark(loaded.watermark, event))
-        return loaded
-
-    async def _query_writes(self, partition: int, t: Transition,
-                            loaded: Loaded) -> tuple[tuple[str, Annotation], ...]:
-        """Per-query keys live in other slots: idempotent writes before the transaction, and the
-        query-level labels to fan out to sessions (to publish, keyed by session)."""
-        ttl = int(self.config.state_ttl)
-        fan_out: list[tuple[str, Annotation]] = []
-        for qkey, session_id in t.pending_queries:
-            await self.redis.sadd(self._q(qkey, "pending"), f"{partition}:{session_id}")
-            await self.redis.expire(self._q(qkey, "pending"), ttl)
-            # A judgment for the query written on another partition after this impression read the
-            # query's labels, and fanned out before the SADD above, reached no one: catch it here.
-            # (Either its fan-out saw this session, or this read sees its labels; both is harmless.)
-            stored = await self.redis.hgetall(self._q(qkey, "labels"))
-            labels = {_text(k): int(v) for k, v in stored.items()}
-            missed = {d: g for d, g in labels.items() if loaded.query_labels.get(d) != g}
-            if missed:
-                fan_out.append((session_id, fan_out_annotation(session_id, missed, self.scale)))
-        if t.query_labels is not None:
-            qkey, labels = t.query_labels
-            await self.redis.hset(self._q(qkey, "labels"), mapping=cast(Any, labels))
-            await self.redis.expire(self._q(qkey, "labels"), ttl)
-            fan_out.extend(await self._fan_out(qkey, labels))
-        return tuple(fan_out)
-
-    async def _write(self, partition: int, t: Transition, topic: str | None, offset: int | None,
-                     entries: Sequence[bytes] = ()) -> None:
-        config, ttl = self.config, int(self.config.state_ttl)
-        if partition not in self._registered:
-            await self.redis.sadd(f"{self.prefix}:partitions", partition)
-            self._registered.add(partition)
-
-        pipe = self.redis.pipeline(transaction=True)
-        meta = self._p(partition, "meta")
-        if math.isfinite(t.watermark):
-            pipe.hset(meta, "wm", repr(t.watermark))
-        for record in t.records:
-            pipe.set(self._p(partition, "s", record.session_id), record.to_json(), ex=ttl)
-        for session_id, labels in t.early_labels.items():
-            pipe.set(self._p(partition, "e", session_id), json.dumps(labels), ex=ttl)
-        for session_id in t.drop_early_labels:
-            pipe.delete(self._p(partition, "e", session_id))
-        if t.deadlines:
-            pipe.zadd(self._p(partition, "dl"), t.deadlines)
-        if t.drop_deadlines:
-            pipe.zrem(self._p(partition, "dl"), *t.drop_deadlines)
-        for ts, group, delta in t.deltas:
-            for window, index in slice_keys(ts, config):
-                key = self._p(partition, "agg", window, index)
-                for name, value in delta.items():
-                    pipe.hincrbyfloat(key, f"{group}|{name}", value)
-                pipe.expire(key, int(config.windows[window] + 2 * config.slice_width(window)))
-            removal = is_removal(delta)
-            totals = self._p(partition, "rem" if removal else "add")
-            for name, value in delta.items():
-                pipe.hincrbyfloat(totals, f"{group}|{name}", -value if removal else value)
-        for group, name, amount in t.counters:
-            pipe.hincrbyfloat(self._p(partition, "cnt"), f"{group}|{name}", amount)
-        for index, cell in t.sketch:
-            key = self._p(partition, "cms", index)
-            pipe.hincrbyfloat(key, cell, 1.0)
-            pipe.expire(key, int(config.frequency_window * 2))
-        if t.budget is not None:
-            key = self._p(partition, "bud", t.budget[1])
-            pipe.hincrbyfloat(key, t.budget[0], 1.0)
-            pipe.expire(key, int(config.budget_period * 2))
-        for deploy in t.deploys:
-            pipe.rpush(self._p(partition, "deploys"), json.dumps(
-                {"kind": deploy.kind, "ranker": deploy.ranker, "previous": deploy.previous, "ts": deploy.ts}))
-        if entries:
-            pipe.rpush(self._p(partition, "outbox"), *entries)
-        if topic is not None and offset is not None:
-            pipe.hset(meta, f"off:{topic}", offset)
-        await pipe.execute()
-
-    async def _fan_out(self, qkey: str, labels: Labels) -> list[tuple[str, Annotation]]:
-        members = sorted(_text(m) for m in await self.redis.smembers(self._q(qkey, "pending")))
-        session_ids = [m.split(":", 1)[1] for m in members]
-        return [(sid, fan_out_annotation(sid, labels, self.scale)) for sid in session_ids]
-
     async def advance(self, watermark: float) -> None:
         """Close every partition's sessions due by ``watermark`` (``inf``: all; the end of a replay)."""
         for partition in sorted(int(p) for p in await self.redis.smembers(f"{self.prefix}:partitions")):
             while True:
-                due = await self._due(partition, watermark)
-                loaded = Loaded(watermark=await self._watermark(partition), due=due)
-                closing = close_step(loaded, watermark, self.config, self.scale)
-                await self._write(partition, closing, None, None)
+                raw = await self.redis.hget(self._p(partition, "meta"), "wm")
+                current = float(raw) if raw is not None else -math.inf
+                ids = await self.redis.zrangebyscore(self._p(partition, "dl"), "-inf", watermark, start=0,
+                                                     num=self.config.max_closes_per_step)
+                keys = [self._p(partition, "s", _text(i)) for i in ids]
+                records = await self.redis.mget(keys) if keys else []
+                due = [SessionRecord.from_json(r) for r in records if r]
+                closing = close_step(Loaded(watermark=current, due=due), watermark, self.config, self.scale)
+                batch = Batch(partition)
+                batch.add(closing, self.config)
+                await self._commit(partition, batch, {})
                 if not due:
                     break
 
@@ -313,8 +525,8 @@ def _text(value: Any) -> str:
 
 def _pairs(raw: Mapping[Any, Any]) -> dict[tuple[str, str], float]:
     out = {}
-    for field, value in raw.items():
-        group, _, name = (field.decode() if isinstance(field, bytes) else field).rpartition("|")
+    for key, value in raw.items():
+        group, _, name = (key.decode() if isinstance(key, bytes) else key).rpartition("|")
         out[(group, name)] = float(value)
     return out
 

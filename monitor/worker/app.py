@@ -24,7 +24,7 @@ from redis.asyncio import Redis
 
 from monitor.pipeline.redis_state import RedisState
 from monitor.worker.http import HttpServer
-from monitor.worker.processor import Entry, Processor
+from monitor.worker.processor import Consumed, Entry, Processor
 from monitor.worker.settings import WorkerSettings
 
 log = logging.getLogger("monitor.worker")
@@ -82,13 +82,10 @@ def build(settings: WorkerSettings) -> Runtime:
     async def process(stream: faust.StreamT[bytes]) -> None:
         batches = stream.take_events(settings.batch_size, within=settings.batch_wait)  # type: ignore[attr-defined]
         async for batch in batches:
-            touched: list[int] = []
-            for event in batch:
-                message = event.message
-                await runtime.processor.handle(message.topic, message.partition, message.offset,
-                                               message.key, message.value)
-                touched.append(message.partition)
-            await runtime.processor.drain(touched, send)
+            consumed = [Consumed(e.message.topic, e.message.partition, e.message.offset, e.message.key,
+                                 e.message.value) for e in batch]
+            await runtime.processor.handle_batch(consumed)
+            await runtime.processor.drain([c.partition for c in consumed], send)
 
     server = HttpServer(runtime)
 

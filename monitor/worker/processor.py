@@ -9,22 +9,36 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from monitor.core.events import EventError, encode_annotation
 from monitor.core.stream.join import AnnotationRequest
-from monitor.pipeline.redis_state import Outbox, Outcome, RedisState
+from monitor.pipeline.redis_state import Message, Outbox, Outcome, RedisState
 from monitor.worker.settings import Topics
 
 log = logging.getLogger("monitor.worker")
 HEADER_PREFIX = "monitor."
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Consumed:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    raw: bytes
 
 
 @dataclass(frozen=True)
@@ -93,31 +107,58 @@ class Processor:
         return entries
 
     async def handle(self, topic: str, partition: int, offset: int, key: bytes | None, raw: bytes) -> Outcome:
-        """Apply one message. Redis being unreachable is waited out (the same message is retried, never
-        skipped); any other failure sends the message to the dead-letter topic as ``processing_error``."""
-        self.consumed[topic] += 1
-        outbox = self._outbox(topic, partition, offset, key, raw)
+        """One message (a batch of one)."""
+        return (await self.handle_batch([Consumed(topic, partition, offset, key, raw)]))[0]
+
+    async def handle_batch(self, batch: Sequence[Consumed]) -> list[Outcome]:
+        """Apply consumed messages, one Redis transaction per partition, in offset order.
+
+        Redis being unreachable is waited out (the same messages are retried, never skipped). Any other
+        failure retries the partition's messages one by one, and the one that fails again goes to the
+        dead-letter topic as ``processing_error``: a bug must not stop the stream or lose a message."""
+        outcomes: list[Outcome | None] = [None] * len(batch)
+        by_partition: dict[int, list[int]] = {}
+        for index, message in enumerate(batch):
+            by_partition.setdefault(message.partition, []).append(index)
+            self.consumed[message.topic] += 1
+        for partition, indices in by_partition.items():
+            messages = [self._message(batch[i]) for i in indices]
+            try:
+                call = functools.partial(self.state.handle_batch, partition, messages)
+                results = await self._retrying(call)
+            except Exception:
+                log.exception("a batch of partition %d failed; retrying its messages one by one", partition)
+                results = [await self._one(batch[i]) for i in indices]
+            for index, outcome in zip(indices, results, strict=True):
+                outcomes[index] = outcome
+                self.positions[(batch[index].topic, partition)] = batch[index].offset
+        return [o for o in outcomes if o is not None]
+
+    def _message(self, consumed: Consumed) -> Message:
+        return Message(consumed.topic, consumed.offset, consumed.raw, self.roles.get(consumed.topic),
+                       self._outbox(consumed.topic, consumed.partition, consumed.offset, consumed.key,
+                                    consumed.raw))
+
+    async def _one(self, consumed: Consumed) -> Outcome:
+        message = self._message(consumed)
+        try:
+            return (await self._retrying(lambda: self.state.handle_batch(consumed.partition, [message])))[0]
+        except Exception as error:
+            log.exception("processing failed: %s[%d]@%d", consumed.topic, consumed.partition, consumed.offset)
+            failure = EventError("", f"processing failed: {type(error).__name__}: {error}")
+            return await self._retrying(lambda: self.state.reject(
+                consumed.partition, consumed.topic, consumed.offset, failure, message.outbox))
+
+    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
         delay = self.retry_delay
         while True:
             try:
-                try:
-                    outcome = await self.state.handle(partition, topic, offset, raw, outbox,
-                                                      self.roles.get(topic))
-                except (RedisConnectionError, RedisTimeoutError, OSError):
-                    raise
-                except Exception as error:  # a bug must not stop the stream or lose the message
-                    log.exception("processing failed: %s[%d]@%d", topic, partition, offset)
-                    failure = EventError("", f"processing failed: {type(error).__name__}: {error}")
-                    outcome = await self.state.reject(partition, topic, offset, failure, outbox)
-                break
+                return await call()
             except (RedisConnectionError, RedisTimeoutError, OSError) as error:
                 self.retries += 1
-                log.warning("redis unavailable (%s); retrying %s[%d]@%d in %.1fs", type(error).__name__,
-                            topic, partition, offset, delay)
+                log.warning("redis unavailable (%s); retrying in %.1fs", type(error).__name__, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.max_retry_delay)
-        self.positions[(topic, partition)] = offset
-        return outcome
 
     async def drain(self, partitions: Sequence[int],
                     send: Callable[[Sequence[Entry]], Awaitable[None]]) -> int:

@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.pipeline.memory import MemoryPipeline, partition_of
-from monitor.pipeline.redis_state import RedisState
+from monitor.pipeline.redis_state import Message, RedisState
 from tests.unit.test_stream_core import interleave, random_stream
 
 pytestmark = pytest.mark.integration
@@ -32,7 +32,7 @@ def with_query_labels(events: list[tuple[str, bytes, bytes]]) -> list[tuple[str,
 
 
 async def run_through_redis(state: RedisState, events: list[tuple[str, bytes, bytes]], partitions: int,
-                            redeliver: bool = False) -> None:
+                            redeliver: bool = False, batch: int = 1) -> None:
     offsets: dict[tuple[int, str], int] = {}
     delivered: list[tuple[int, str, int, bytes]] = []
     for topic, key, value in events:
@@ -40,18 +40,28 @@ async def run_through_redis(state: RedisState, events: list[tuple[str, bytes, by
         offset = offsets.get((partition, topic), -1) + 1
         offsets[(partition, topic)] = offset
         delivered.append((partition, topic, offset, value))
-    for partition, topic, offset, value in delivered:
-        outcome = await state.handle(partition, topic, offset, value)
-        for session_id, annotation in outcome.fan_out:  # the worker republishes these, keyed by session
-            await state.apply_event(partition_of(session_id.encode(), partitions), annotation)
+    rng = random.Random(batch)
+    at = 0
+    while at < len(delivered):  # batches of up to ``batch`` messages of one partition, as the worker takes them
+        partition = delivered[at][0]
+        size = rng.randint(1, batch)
+        chunk = []
+        while at < len(delivered) and len(chunk) < size and delivered[at][0] == partition:
+            chunk.append(delivered[at])
+            at += 1
+        outcomes = await state.handle_batch(partition, [Message(t, o, v) for _, t, o, v in chunk])
+        for outcome in outcomes:
+            for session_id, annotation in outcome.fan_out:  # the worker republishes these, keyed by session
+                await state.apply_event(partition_of(session_id.encode(), partitions), annotation)
     if redeliver:  # a restart after a crash re-reads from the last commit: everything again
         for partition, topic, offset, value in delivered:
             assert (await state.handle(partition, topic, offset, value)).skipped
     await state.advance(math.inf)
 
 
-@pytest.mark.parametrize("partitions", [1, 3])
-async def test_redis_state_equals_in_process_and_ignores_redelivery(redis_url: str, partitions: int) -> None:
+@pytest.mark.parametrize(("partitions", "batch"), [(1, 1), (3, 1), (3, 40)])
+async def test_redis_state_equals_in_process_and_ignores_redelivery(redis_url: str, partitions: int,
+                                                                    batch: int) -> None:
     events = with_query_labels(interleave(random_stream(11, sessions=150)[0], random.Random(5)))
     events.append(("impressions", b"bad", b'{"type": "impression", "schema": 3}'))
     memory = MemoryPipeline(CONFIG, SEED_SCALE, partitions=partitions)
@@ -63,7 +73,7 @@ async def test_redis_state_equals_in_process_and_ignores_redelivery(redis_url: s
     redis = Redis.from_url(redis_url)
     try:
         state = RedisState(redis, CONFIG, SEED_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
-        await run_through_redis(state, events, partitions, redeliver=True)
+        await run_through_redis(state, events, partitions, redeliver=True, batch=batch)
         got = await state.snapshot()
     finally:
         await redis.aclose()
