@@ -47,7 +47,8 @@ _Dumper.add_representer(str, _text)
 
 
 def dump(document: dict[str, Any]) -> str:
-    return yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110)
+    # No line folding: long annotation templates stay one line, as in the rule files.
+    return yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1 << 20)
 
 
 def rule_groups(rules_dir: Path | None = None) -> list[dict[str, Any]]:

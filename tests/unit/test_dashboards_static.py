@@ -324,6 +324,17 @@ def test_canary_and_pipeline_show_what_the_issue_asks() -> None:
             "process_start_time_seconds"} <= used("srm-pipeline")
 
 
+def test_dashboard_links_in_the_alert_rules_name_real_dashboards_and_variables() -> None:
+    """Alerts link to a dashboard with its variables set (``/d/<uid>?var-<name>=...``)."""
+    variables = {board["uid"]: set(declared_variables(board)) for board in BOARDS.values()}
+    texts = [p.read_text(encoding="utf-8") for p in sorted((ROOT / "deploy" / "prometheus" / "rules").glob("*.yml"))]
+    links = [m for text in texts for m in re.finditer(r"/d/(?P<uid>[\w-]+)(?:\?(?P<query>\S*))?", text)]
+    for link in links:
+        assert link["uid"] in variables, f"no dashboard with uid {link['uid']}"
+        for name in re.findall(r"var-(\w+)=", link["query"] or ""):
+            assert name in variables[link["uid"]], f"{link['uid']} has no variable {name}"
+
+
 # ---------------------------------------------------------------- every query
 
 
