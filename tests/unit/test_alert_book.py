@@ -77,6 +77,17 @@ def test_a_changed_effect_updates_the_firing_alert_keeping_its_start() -> None:
     assert book.firing() == [update]
 
 
+def test_new_session_counts_alone_refresh_the_text_without_a_notification() -> None:
+    book = AlertBook(CONFIG)
+    book.update(100.0, [comparison()])
+    more = Comparison("tail", "dcg", "canary", "ranker-a", "ranker-b",
+                      Verdict("regression", -0.103, -0.141, -0.065, 13.0, 6000, 1300, "reason"))
+    assert book.update(160.0, [more]) == []
+    [firing] = book.firing()
+    assert "1300 canary and 6000 control sessions" in firing.annotations["description"]
+    assert firing.starts_at == 100.0
+
+
 @pytest.mark.parametrize("after", ["pass", "gone"])
 def test_pass_or_a_vanished_comparison_resolves_at_once(after: str) -> None:
     book = AlertBook(CONFIG)

@@ -10,7 +10,9 @@ this direct alert fires, so the copy notifies only when the direct path is missi
 
 :class:`AlertBook` keeps what is firing. ``update(now, comparisons)`` returns the notifications to send:
 
-* firing, for a new regression (``starts_at = now``) or a firing one whose text changed;
+* firing, for a new regression (``starts_at = now``), and again when its summary (effect, interval)
+  changes; other text (session counts) is kept up to date in :meth:`AlertBook.firing` for the periodic
+  re-sends without a notification of its own;
 * resolved (``ends_at = now``) when the comparison is gone (rollback, canary end), when its verdict is
   "pass", or when it has not been "regression" for ``resolve_after`` seconds (a verdict that wavers at the
   boundary between regression and inconclusive does not flap).
@@ -162,8 +164,9 @@ class AlertBook:
                 out.append(note)
                 continue
             entry.last_regression = now
-            if dict(entry.notification.annotations) != annotations:
-                entry.notification = Notification(labels, annotations, entry.notification.starts_at)
+            changed = entry.notification.annotations.get("summary") != annotations["summary"]
+            entry.notification = Notification(labels, annotations, entry.notification.starts_at)
+            if changed:
                 out.append(entry.notification)
         for key, entry in list(self._firing.items()):
             verdict = seen.get(key)
