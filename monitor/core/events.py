@@ -98,6 +98,7 @@ class Annotation:
     session_id: str | None = None
     query: str | None = None
     ts: float | None = None
+    from_query: bool = False  # a query's judgment restated for one session (scope "query")
 
 
 @dataclass(frozen=True)
@@ -252,7 +253,11 @@ def parse_event(obj: object, scale: Scale, limits: Limits = DEFAULT_LIMITS) -> E
         query = _text(obj, "query", limits.max_query_chars, required=False)
         if (session is None) == (query is None):
             raise EventError("session_id", "an annotation needs exactly one of session_id and query")
-        return Annotation(_labels(obj, scale, limits), session, query, _timestamp(obj, "ts", required=False))
+        scope = obj.get("scope", "session")
+        if scope not in ("session", "query") or (scope == "query" and session is None):
+            raise EventError("scope", f"{scope!r} is not 'session' or 'query' (with a session_id)")
+        return Annotation(_labels(obj, scale, limits), session, query, _timestamp(obj, "ts", required=False),
+                          from_query=scope == "query")
     if kind == "deploy":
         deploy_kind = obj.get("kind")
         if deploy_kind not in DEPLOY_KINDS:
@@ -315,6 +320,8 @@ def encode_annotation(annotation: Annotation) -> bytes:
     body: dict[str, Any] = {"type": "annotation", "schema": 1}
     if annotation.session_id is not None:
         body["session_id"] = annotation.session_id
+    if annotation.from_query:
+        body["scope"] = "query"
     if annotation.query is not None:
         body["query"] = annotation.query
     body["grades"] = [{"doc_id": label.doc_id, "grade": label.grade.level} for label in annotation.labels]

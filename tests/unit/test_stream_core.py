@@ -217,3 +217,32 @@ def test_bucket_is_estimated_from_the_stream_when_missing() -> None:
     assert pipeline.counter("impressions", "head|r1|control") == 20  # after 20 sightings it is head
     assert pipeline.counter("impressions", "torso|r1|control") == 15
     assert pipeline.counter("impressions", "tail|r1|control") == 6
+
+
+def query_label(query: str, doc: str, level: int) -> bytes:
+    return json.dumps({"type": "annotation", "query": query, "grades": [{"doc_id": doc, "grade": level}]}).encode()
+
+
+@pytest.mark.parametrize("order", ["query first", "session first"])
+def test_a_sessions_own_label_wins_over_its_querys_in_any_order(order: str) -> None:
+    """Confluence: the final grade is the session's own, whichever arrives first (a query's judgment
+    reaches the session through a fan-out that, in the worker, may come after the session's label)."""
+    session, query = ("annotations", b"s1", label("s1", "a", 3)), ("annotations", b"q", query_label("q", "a", 1))
+    pipeline = MemoryPipeline(StreamConfig(join_window=100, min_coverage=0.5), SEED_SCALE)
+    events = [("impressions", b"s1", impression("s1", 1000, ["a", "b"], query="q")),
+              *([query, session] if order == "query first" else [session, query]),
+              ("annotations", b"s1", label("s1", "b", 0))]
+    submit_all(pipeline, events)
+    summary = summarise(pipeline.windows()[("1h", "tail|r1|control")])
+    assert summary.sessions == 1 and summary.dcg == pytest.approx(1.0)  # a=高 at rank 1, b=无
+
+
+def test_a_query_level_correction_reaches_a_session_already_scored() -> None:
+    pipeline = MemoryPipeline(StreamConfig(join_window=100, min_coverage=0.5), SEED_SCALE)
+    submit_all(pipeline, [
+        ("annotations", b"q", query_label("q", "a", 3)),
+        ("impressions", b"s1", impression("s1", 1000, ["a"], query="q")),  # complete at once: scored
+        ("annotations", b"q", query_label("q", "a", 1)),                   # the query's grade corrected
+    ])
+    summary = summarise(pipeline.windows()[("1h", "tail|r1|control")])
+    assert summary.sessions == 1 and summary.dcg == pytest.approx(0.3)

@@ -97,7 +97,7 @@ def next_watermark(watermark: float, event: Event) -> float:
 def fan_out_annotation(session_id: str, labels: Labels, scale: Scale) -> Annotation:
     """A query-level judgment restated as a session annotation for one session of the query."""
     grades = tuple(Label(doc, scale.parse(level)) for doc, level in sorted(labels.items()))
-    return Annotation(grades, session_id=session_id)
+    return Annotation(grades, session_id=session_id, from_query=True)
 
 
 def frequency_cells(query: str, config: StreamConfig) -> list[Cell]:
@@ -114,7 +114,7 @@ def budget_period(ts: float, config: StreamConfig) -> int:
 
 
 def _judged(record: SessionRecord, scale: Scale) -> JudgedList:
-    grades = {doc: scale.parse(level) for doc, level in record.labels.items()}
+    grades = {doc: scale.parse(level) for doc, level in record.effective().items()}
     return JudgedList.build(record.docs, record.scores, grades, max_level(scale))
 
 
@@ -172,15 +172,17 @@ def _on_impression(event: Impression, loaded: Loaded, config: StreamConfig, scal
         session_id=event.session_id, query_key=query_key(event.query), bucket=bucket, ranker=event.ranker,
         variant=variant, ts=event.ts, k=k, docs=[r.doc_id for r in top],
         scores=None if any(s is None for s in scores) else [float(s or 0.0) for s in scores],
-        deadline=event.ts + config.join_window, labels={**loaded.query_labels, **loaded.early_labels})
+        deadline=event.ts + config.join_window, labels=dict(loaded.early_labels),
+        query_labels=dict(loaded.query_labels))
     out.counters.append((group, "sampled", 1.0))
     if loaded.early_labels:
         out.drop_early_labels.append(event.session_id)
+    # every sampled session follows its query's judgments, so a later query-level correction reaches it
+    out.pending_queries.append((record.query_key, record.session_id))
     if record.complete():
         _score(record, scale, out.watermark, out)
     else:
         out.deadlines[record.session_id] = record.deadline
-        out.pending_queries.append((record.query_key, record.session_id))
         out.requests.append(AnnotationRequest(event.session_id, event.query, bucket, event.ranker, variant,
                                               k, record.docs, event.ts))
     out.records.append(record)
@@ -192,17 +194,30 @@ def _on_session_labels(event: Annotation, loaded: Loaded, scale: Scale, config: 
     labels = {label.doc_id: label.grade.level for label in event.labels}
     record = loaded.record
     if record is None:
+        if event.from_query:  # the impression, when it comes, reads the query's judgments itself
+            out.counters.append(("", "query_labels_before_session", float(len(labels))))
+            return
         out.early_labels[session_id] = {**loaded.early_labels, **labels}
         out.counters.append(("", "early_labels", float(len(labels))))
         return
-    merged = {**record.labels, **labels}
-    if merged == record.labels:
+    before = record.effective()
+    stored = record.query_labels if event.from_query else record.labels
+    merged = {**stored, **labels}
+    if merged == stored:
         out.counters.append((record.group, "unchanged_labels", float(len(labels))))
         return
-    corrected = sum(1 for d, g in labels.items() if d in record.labels and record.labels[d] != g)
+    if event.from_query:
+        record.query_labels = merged
+    else:
+        record.labels = merged
+    after = record.effective()
+    if after == before:  # a query's grade under the session's own: kept, changes nothing now
+        out.counters.append((record.group, "unchanged_labels", float(len(labels))))
+        out.records.append(record)
+        return
+    corrected = sum(1 for d in labels if d in before and after[d] != before[d])
     if corrected:
         out.counters.append((record.group, "corrections", float(corrected)))
-    record.labels = merged
     if record.status == "scored" or (record.status == "pending" and record.complete()):
         _score(record, scale, out.watermark, out)
         out.drop_deadlines.append(session_id)

@@ -33,20 +33,28 @@ class SessionRecord:
     docs: list[str]
     scores: list[float] | None
     deadline: float
-    labels: dict[str, int] = field(default_factory=dict)
+    labels: dict[str, int] = field(default_factory=dict)        # from session annotations
     status: Status = "pending"
     contribution: dict[str, float] | None = None
     scored_at: float | None = None
+    query_labels: dict[str, int] = field(default_factory=dict)  # from the query's judgments
+
+    def effective(self) -> dict[str, int]:
+        """The grades the session is scored with: a session's own label wins over its query's, whatever
+        order they arrived in."""
+        return {**self.query_labels, **self.labels} if self.query_labels else self.labels
 
     @property
     def group(self) -> str:
         return group_key(self.bucket, self.ranker, self.variant)
 
     def coverage(self) -> float:
-        return sum(1 for d in self.docs if d in self.labels) / len(self.docs) if self.docs else 0.0
+        labels = self.effective()
+        return sum(1 for d in self.docs if d in labels) / len(self.docs) if self.docs else 0.0
 
     def complete(self) -> bool:
-        return all(d in self.labels for d in self.docs)
+        labels = self.effective()
+        return all(d in labels for d in self.docs)
 
     def to_json(self) -> str:
         # the fields one level deep (dataclasses.asdict deep-copies every list, ten times slower)
