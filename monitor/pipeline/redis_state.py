@@ -487,6 +487,18 @@ class RedisState:
         info = await self.redis.info("memory")
         return waiting, int(info.get("used_memory", 0))
 
+    async def deploys(self) -> list[Deploy]:
+        """Every deploy event the partitions recorded, oldest first (by event time)."""
+        partitions = sorted(int(p) for p in await self.redis.smembers(f"{self.prefix}:partitions"))
+        pipe = self.redis.pipeline(transaction=False)
+        for partition in partitions:
+            pipe.lrange(self._p(partition, "deploys"), 0, -1)
+        out = []
+        for raw in (r for rows in (await pipe.execute() if partitions else []) for r in rows):
+            obj = json.loads(raw)
+            out.append(Deploy(obj["kind"], obj["ranker"], float(obj["ts"]), obj.get("previous")))
+        return sorted(out, key=lambda d: d.ts)
+
     async def snapshot(self) -> Snapshot:
         partitions = sorted(int(p) for p in await self.redis.smembers(f"{self.prefix}:partitions"))
         watermark = -math.inf

@@ -22,7 +22,9 @@ from typing import Any
 import faust
 from redis.asyncio import Redis
 
+from monitor.alerting.alertmanager import AlertmanagerClient
 from monitor.pipeline.redis_state import RedisState
+from monitor.worker.canary import alert_loop
 from monitor.worker.http import HttpServer
 from monitor.worker.processor import Consumed, Entry, Processor
 from monitor.worker.settings import WorkerSettings
@@ -88,6 +90,13 @@ def build(settings: WorkerSettings) -> Runtime:
             await runtime.processor.drain([c.partition for c in consumed], send)
 
     server = HttpServer(runtime)
+
+    if settings.alertmanager_url:
+        client = AlertmanagerClient(settings.alertmanager_url)
+
+        @app.task  # type: ignore[untyped-decorator]
+        async def send_alerts() -> None:
+            await alert_loop(state, settings.canary(), client, settings.alerts(), settings.alert_interval)
 
     @app.task  # type: ignore[untyped-decorator]
     async def serve_http() -> None:

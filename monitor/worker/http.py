@@ -20,7 +20,9 @@ from prometheus_client import CollectorRegistry, ProcessCollector, generate_late
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from monitor.core.events import Deploy, EventError, decode_event
+from monitor.export.canary import CanaryCollector
 from monitor.export.prometheus import RelevanceCollector
+from monitor.worker.canary import current
 from monitor.worker.metrics import PipelineCollector, PipelineView
 
 if TYPE_CHECKING:
@@ -64,6 +66,9 @@ class HttpServer:
         waiting, memory = await runtime.state.health()
         registry = CollectorRegistry()
         registry.register(RelevanceCollector(lambda: snapshot, settings.max_rankers, settings.max_variants))
+        verdicts = await current(runtime.state, settings.canary(), snapshot)
+        registry.register(CanaryCollector(lambda: (verdicts.comparisons, verdicts.deploys),
+                                          settings.max_rankers))
         registry.register(PipelineCollector(lambda: PipelineView(
             consumed=dict(runtime.processor.consumed), lag=self._lag(), waiting=waiting, redis_memory=memory,
             redis_retries=runtime.processor.retries)))

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from monitor.core.canary import CanaryConfig
+from monitor.core.canary.alerts import AlertConfig
 from monitor.core.errors import MonitorError
 from monitor.core.grades import Scale, parse_scale
 from monitor.core.stream.config import ConfigError, StreamConfig
@@ -42,7 +44,7 @@ class Topics:
 @dataclass(frozen=True)
 class WorkerSettings:
     kafka_bootstrap: str = "127.0.0.1:9092"
-    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_url: str = field(default="redis://127.0.0.1:6379/0", repr=False)  # may hold a password
     topics: Topics = field(default_factory=Topics)
     partitions: int = 4
     replication_factor: int = 1
@@ -55,14 +57,30 @@ class WorkerSettings:
     max_variants: int = 5
     batch_size: int = 500
     batch_wait: float = 0.05
-    alertmanager_url: str | None = None
+    alertmanager_url: str | None = field(default=None, repr=False)
     deploy_token: str | None = field(default=None, repr=False)
     log_level: str = "info"
     datadir: str | None = None
+    canary_alpha: float = 0.05
+    canary_min_drop: float = 0.02
+    alert_interval: float = 15.0
+    runbook_base: str | None = None
+    dashboard_url: str | None = None
     stream: StreamConfig = field(default_factory=StreamConfig)
 
     def grade_scale(self) -> Scale:
         return parse_scale(self.scale)
+
+    def canary(self) -> CanaryConfig:
+        return CanaryConfig(alpha=self.canary_alpha, min_relative_drop=self.canary_min_drop)
+
+    def alerts(self) -> AlertConfig:
+        config = AlertConfig(alpha=self.canary_alpha)
+        if self.runbook_base is not None:
+            config = replace(config, runbook_base=self.runbook_base)
+        if self.dashboard_url is not None:
+            config = replace(config, dashboard_url=self.dashboard_url)
+        return config
 
 
 def _integer(low: int, high: int) -> Callable[[str, Any], int]:
@@ -84,6 +102,16 @@ def _seconds(where: str, value: Any) -> float:
         number = math.nan
     if isinstance(value, bool) or not (math.isfinite(number) and number > 0):
         raise SettingsError(f"{where}: must be a positive number of seconds, got {value!r}")
+    return number
+
+
+def _fraction(where: str, value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if isinstance(value, bool) or not 0.0 < number < 1.0:
+        raise SettingsError(f"{where}: must be a number strictly between 0 and 1, got {value!r}")
     return number
 
 
@@ -164,6 +192,11 @@ ENV: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "deploy_token": ("MONITOR_DEPLOY_TOKEN", _text),
     "log_level": ("MONITOR_LOG_LEVEL", _level),
     "datadir": ("MONITOR_DATADIR", _text),
+    "canary_alpha": ("MONITOR_CANARY_ALPHA", _fraction),
+    "canary_min_drop": ("MONITOR_CANARY_MIN_DROP", _fraction),
+    "alert_interval": ("MONITOR_ALERT_INTERVAL", _seconds),
+    "runbook_base": ("MONITOR_RUNBOOK_BASE", _http_url),
+    "dashboard_url": ("MONITOR_DASHBOARD_URL", _http_url),
 }
 STREAM_FIELDS = {f.name for f in fields(StreamConfig)}
 

@@ -4,7 +4,7 @@ The stream (monitor/sim) has head, torso and tail queries, two rankers (control,
 regression), labels that arrive late, early, twice, corrected, query-level or never, deploy events and 2%
 invalid events. After it drains:
 
-* every relevance gauge a worker exports equals (1e-9) what the same core exports in process for the same
+* every relevance and canary gauge a worker exports equals (1e-9) what the same core exports in process for the same
   stream (``MemoryPipeline`` with Kafka's partitioner), and the 24h window equals an offline
   recomputation of every session from the simulator's ground truth with the metric functions;
 * the dead-letter topic holds exactly the injected invalid events, byte for byte, with their reasons;
@@ -28,12 +28,16 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from monitor.core.canary import CanaryConfig, comparisons
+from monitor.core.events import Deploy
 from monitor.core.grades import SEED_SCALE
 from monitor.core.metrics import dcg, ndcg, pair_counts
 from monitor.core.stream.config import StreamConfig
+from monitor.export.canary import CanaryCollector
 from monitor.export.prometheus import RelevanceCollector
 from monitor.pipeline.memory import MemoryPipeline
 from monitor.sim import SimConfig, SimResult, simulate
+from monitor.worker.canary import totals
 from tests.integration.worker_harness import (
     Group,
     Samples,
@@ -128,7 +132,12 @@ def run(kafka_bootstrap: str) -> Iterator[Run]:
     for event in events:
         memory.submit(event.topic, event.key, event.value)
     registry = CollectorRegistry()
-    registry.register(RelevanceCollector(memory.snapshot))
+    snapshot = memory.snapshot()
+    registry.register(RelevanceCollector(lambda: snapshot))
+    deploys = sorted((d for d in memory.deploys if isinstance(d, Deploy)), key=lambda d: d.ts)
+    verdicts = comparisons(totals(snapshot), deploys, CanaryConfig())
+    assert {c.kind for c in verdicts} == {"canary"}  # canary vs control in each bucket, per metric
+    registry.register(CanaryCollector(lambda: (verdicts, deploys)))
     expected = parse_metrics(generate_latest(registry).decode())
     assert stream.send(events) == len(events)  # every group of this module consumes it from the start
     yield Run(stream, result, expected, len(events))
