@@ -58,6 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 seed=args.seed, regression=args.regression, bucket=args.bucket,
                                 invalid_rate=args.invalid_rate, forever=args.forever)
         client = canary.alertmanager_client(args.alertmanager) if args.alertmanager else None
+        for option, path in (("--write-events", args.write_events), ("--record", args.record)):
+            if path is not None and not path.resolve().parent.is_dir():
+                raise ValueError(f"{option}: the folder of {path} does not exist")
     except ValueError as error:
         sys.stderr.write(f"monitor demo: error: {error}\n")
         return 2

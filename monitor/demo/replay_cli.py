@@ -101,6 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from monitor.demo.canary import make_judge
 
+    if args.record is not None and not args.record.resolve().parent.is_dir():
+        sys.stderr.write(f"monitor replay: error: --record: the folder of {args.record} does not exist\n")
+        return 2
     try:
         engine, interrupted, wall = replay(args.file, make_judge(), sys.stderr)
     except LineError as error:

@@ -34,7 +34,7 @@ from monitor.sim import Simulation
 
 GAINS = [0.0, 0.3, 0.7, 1.0]
 REGRESSED = DemoSettings(sessions=5000, hours=4.0, seed=3)  # the default: 10% in the tail
-HEALTHY = DemoSettings(sessions=5000, hours=4.0, seed=3, regression=0.0)
+HEALTHY = DemoSettings(sessions=4000, hours=3.0, seed=3, regression=0.0)  # 280+ tail canary sessions
 
 
 def play(settings: DemoSettings, tmp: Path | None = None, judge: Judge | None = None) -> DemoResult:
@@ -286,3 +286,10 @@ def test_ctrl_c_ends_the_demo_with_the_summary_of_what_was_seen() -> None:
     assert 1.0 <= fake["now"] < 1.5
     assert "== demo interrupted:" in out.getvalue()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is put back
+
+
+def test_cli_refuses_an_output_file_in_a_missing_folder(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "missing" / "run.json"
+    assert cli.main(["--fast", "--port", "0", "--record", str(target)]) == 2  # before playing anything
+    assert f"--record: the folder of {target} does not exist" in capsys.readouterr().err
