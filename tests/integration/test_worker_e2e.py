@@ -51,12 +51,17 @@ pytestmark = pytest.mark.integration
 
 SESSIONS = int(os.environ.get("MONITOR_E2E_SESSIONS", "20000"))
 GAINS = [0.0, 0.3, 0.7, 1.0]
-CONFIG = StreamConfig(join_window=1800, min_coverage=0.8, budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
+# Closing is spread over steps (at most max_closes_per_step per message), and how many steps follow the
+# final watermark jump depends on interleaving (the worker also consumes its own fan-outs); a cap above
+# the stream's size closes every due session at the flush, in process and in the worker alike.
+CONFIG = StreamConfig(join_window=1800, min_coverage=0.8, budget={"head": 1e9, "torso": 1e9, "tail": 1e9},
+                      max_closes_per_step=1_000_000)
 CONFIG_TOML = """
 [stream]
 join_window = 1800
 min_coverage = 0.8
 budget = { head = 1e9, torso = 1e9, tail = 1e9 }
+max_closes_per_step = 1000000
 """
 EXACT_COUNTERS = {"search_relevance_impressions_total", "search_relevance_sampled_total",
                   "search_relevance_dead_letters_total"}
