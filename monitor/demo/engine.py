@@ -48,7 +48,7 @@ class Engine:
         if not (math.isfinite(sample_every) and sample_every > 0):
             raise ValueError(f"sample_every must be a positive number of seconds, got {sample_every!r}")
         self.judge, self.sample_every = judge, sample_every
-        self.pipeline = MemoryPipeline(config, scale)
+        self.pipeline = MemoryPipeline(config, scale, keep=10_000)  # bounded for --forever
         self.recording = Recording(dict(source), dict(config.k), dict(config.windows))
         self.latest: Snapshot = self.pipeline.snapshot()
         self.verdicts: list[VerdictRow] = []

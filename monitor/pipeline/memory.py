@@ -8,6 +8,7 @@ through the same path as session annotations, as the worker does through Kafka.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -33,7 +34,7 @@ from monitor.core.stream.join import (
     step,
 )
 from monitor.core.stream.partition import partition_for
-from monitor.core.stream.rollup import rollup, slice_keys
+from monitor.core.stream.rollup import rollup, slice_keys, wanted_slices
 from monitor.core.stream.stats import Stats, add, is_removal
 from monitor.export.snapshot import Snapshot
 from monitor.pipeline.partition_state import PartitionState
@@ -61,7 +62,10 @@ class MemoryPipeline:
     """The whole join-and-aggregate pipeline in one process."""
 
     def __init__(self, config: StreamConfig, scale: Scale, partitions: int = 1,
-                 limits: Limits = DEFAULT_LIMITS) -> None:
+                 limits: Limits = DEFAULT_LIMITS, keep: int | None = None, prune_every: int = 1000) -> None:
+        """``keep``: how many dead letters, annotation requests and deploys to keep (None: all, for
+        tests; a long-running demo keeps the latest). State older than ``state_ttl`` in event time is
+        forgotten every ``prune_every`` events, as Redis expires it, so memory stays bounded."""
         if partitions < 1:
             raise ValueError(f"partitions must be ≥ 1, got {partitions}")
         self.config, self.scale, self.limits, self.partitions = config, scale, limits, partitions
@@ -72,14 +76,19 @@ class MemoryPipeline:
         self.counters: dict[tuple[str, str], float] = {}
         self.totals_added: dict[str, Stats] = {}
         self.totals_removed: dict[str, Stats] = {}
-        self.dead_letters: list[DeadLetter] = []
-        self.requests: list[AnnotationRequest] = []
-        self.deploys: list[Event] = []
+        self.dead_letters: deque[DeadLetter] = deque(maxlen=keep)
+        self.requests: deque[AnnotationRequest] = deque(maxlen=keep)
+        self.deploys: deque[Event] = deque(maxlen=keep)
+        self.query_seen: dict[str, float] = {}
+        self.prune_every, self._submitted = prune_every, 0
         self._queue: deque[tuple[int, Event]] = deque()
 
     # -- input ----------------------------------------------------------------------------------------
     def submit(self, topic: str, key: bytes | None, value: bytes) -> None:
         """One raw event from ``topic``; invalid events become dead letters."""
+        self._submitted += 1
+        if self._submitted % self.prune_every == 0:
+            self.prune()
         partition = partition_of(key, self.partitions)
         state = self.state[partition]
         offset = state.offsets.get(topic, -1) + 1
@@ -123,6 +132,7 @@ class MemoryPipeline:
         if t.query_labels is not None:
             key, labels = t.query_labels
             self.query_labels.setdefault(key, {}).update(labels)
+            self.query_seen[key] = self.watermark
             self._fan_out(key, labels)
 
     def _fan_out(self, key: str, labels: Labels) -> None:
@@ -134,6 +144,33 @@ class MemoryPipeline:
 
     def _count(self, group: str, name: str, delta: float = 1.0) -> None:
         self.counters[(group, name)] = self.counters.get((group, name), 0.0) + delta
+
+    def prune(self) -> None:
+        """Forget state older than ``state_ttl`` in event time (what Redis would have expired): sessions,
+        early labels, query judgments and their session index, slices no window reads any more."""
+        watermark = self.watermark
+        if not math.isfinite(watermark):
+            return
+        gone: set[tuple[int, str]] = set()
+        for partition, state in enumerate(self.state):
+            gone.update((partition, sid) for sid in state.prune(self.config))
+            wanted: dict[str, int] = {}
+            for window, index in wanted_slices(watermark, self.config):
+                wanted[window] = min(index, wanted.get(window, index))
+            slices = self.slices[partition]
+            for old in [k for k in slices if k[1] < wanted.get(k[0], k[1])]:
+                del slices[old]
+        horizon = watermark - self.config.state_ttl
+        for query in [q for q, seen in self.query_seen.items() if seen < horizon]:
+            del self.query_seen[query]
+            self.query_labels.pop(query, None)
+        for query in list(self.pending_queries):
+            members = {(p, sid) for p, sid in self.pending_queries[query] - gone
+                       if sid in self.state[p].records}
+            if members:
+                self.pending_queries[query] = members
+            else:
+                del self.pending_queries[query]
 
     # -- output ---------------------------------------------------------------------------------------
     @property

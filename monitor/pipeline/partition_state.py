@@ -36,6 +36,28 @@ class PartitionState:
     heap: list[tuple[float, str]] = field(default_factory=list)
     sketch: dict[int, dict[str, float]] = field(default_factory=dict)
     budget: dict[tuple[str, int], float] = field(default_factory=dict)
+    early_since: dict[str, float] = field(default_factory=dict)  # watermark when early labels came
+
+    def prune(self, config: StreamConfig) -> set[str]:
+        """Forget what the Redis state would have let expire, in event time: sessions and early labels
+        older than ``state_ttl`` (a pending session waits for its close first), sketch slices past the
+        frequency window, budget periods before the last. Returns the sessions forgotten."""
+        if not math.isfinite(self.watermark):
+            return set()
+        horizon = self.watermark - config.state_ttl
+        gone = {sid for sid, r in self.records.items() if r.ts < horizon and sid not in self.deadlines}
+        for sid in gone:
+            del self.records[sid]
+        for sid in [s for s, since in self.early_since.items() if since < horizon]:
+            self.early.pop(sid, None)
+            del self.early_since[sid]
+        first = min(frequency_slices(self.watermark, config))
+        for index in [i for i in self.sketch if i < first]:
+            del self.sketch[index]
+        current = budget_period(self.watermark, config)
+        for key in [k for k in self.budget if k[1] < current - 1]:
+            del self.budget[key]
+        return gone
 
     def due(self, watermark: float, limit: int) -> list[SessionRecord]:
         """Pending sessions with deadline at or before ``watermark``, earliest first, at most ``limit``."""
@@ -70,8 +92,10 @@ class PartitionState:
             self.records[record.session_id] = record
         for session_id, labels in t.early_labels.items():
             self.early[session_id] = labels
+            self.early_since[session_id] = t.watermark
         for session_id in t.drop_early_labels:
             self.early.pop(session_id, None)
+            self.early_since.pop(session_id, None)
         for session_id, deadline in t.deadlines.items():
             self.deadlines[session_id] = deadline
             heapq.heappush(self.heap, (deadline, session_id))

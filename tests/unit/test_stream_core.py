@@ -246,3 +246,29 @@ def test_a_query_level_correction_reaches_a_session_already_scored() -> None:
     ])
     summary = summarise(pipeline.windows()[("1h", "tail|r1|control")])
     assert summary.sessions == 1 and summary.dcg == pytest.approx(0.3)
+
+
+def test_in_process_state_stays_bounded_and_pruning_changes_no_number() -> None:
+    """Hours past state_ttl: sessions, early labels, query judgments, sketch and slices are forgotten as
+    Redis would expire them, memory follows state_ttl rather than the stream's length, and the rolling
+    windows are those of a pipeline that never prunes."""
+    config = StreamConfig(join_window=300, state_ttl=1800, min_coverage=0.5,
+                          windows={"15m": 900, "1h": 3600}, budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
+    pruned = MemoryPipeline(config, SEED_SCALE, partitions=2, keep=50, prune_every=100)
+    kept = MemoryPipeline(config, SEED_SCALE, partitions=2, prune_every=10**9)
+    sizes = []
+    for i in range(4000):  # 40 s apart: 44 hours, 24 times state_ttl
+        sid, ts = f"s{i}", 1000.0 + 40 * i
+        events = [("annotations", f"q{i}".encode(), query_label(f"q{i}", f"d{i}-0", i % 4)),
+                  ("annotations", sid.encode(), label(sid, f"d{i}-1", (i + 1) % 4)),
+                  ("impressions", sid.encode(), impression(sid, ts, [f"d{i}-0", f"d{i}-1"], query=f"q{i}"))]
+        for topic, key, value in events:
+            pruned.submit(topic, key, value)
+            kept.submit(topic, key, value)
+        if i % 500 == 499:
+            sizes.append(sum(len(s.records) for s in pruned.state) + len(pruned.query_labels)
+                         + sum(len(s) for s in pruned.slices))
+    assert max(sizes) < 400 and sizes[-1] <= sizes[1] * 1.2  # flat, not growing with the stream
+    assert sum(len(s.records) for s in kept.state) == 4000
+    assert len(pruned.requests) <= 50
+    assert pruned.windows() == kept.windows()
