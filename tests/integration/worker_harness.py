@@ -106,8 +106,9 @@ class Group:
                 "MONITOR_HTTP_PORT": str(port), "MONITOR_CONFIG": str(config),
                 "MONITOR_DATADIR": str(self.workdir / f"{self.name}-{port}"), "MONITOR_LOG_LEVEL": "warning"}
 
-    def start(self, timeout: float = 90.0) -> Worker:
-        port = free_port()
+    def start(self, timeout: float = 90.0, port: int | None = None) -> Worker:
+        """Start one more worker and wait until it is ready; its HTTP port is ``port``, or a free one."""
+        port = free_port() if port is None else port
         log = self.workdir / f"{self.name}-{port}.log"
         process = subprocess.Popen([sys.executable, "-m", "monitor", "worker"], env=self.env(port),
                                    stdout=log.open("wb"), stderr=subprocess.STDOUT)
