@@ -8,8 +8,10 @@ invalid events. After it drains:
   stream (``MemoryPipeline`` with Kafka's partitioner), and the 24h window equals an offline
   recomputation of every session from the simulator's ground truth with the metric functions;
 * the dead-letter topic holds exactly the injected invalid events, byte for byte, with their reasons;
-* two workers in one group export the same values as one worker;
+* two workers in one group export the same values as one worker on the same stream;
 * a worker killed with SIGKILL mid-stream and restarted ends with the same values.
+
+The last two drain a 4,000-session stream of the same shape (each drains it again).
 
 What is compared: the window gauges, impressions/sampled/dead-letter counters and the net session
 statistics (added − removed). Not compared, because they depend on how the topics interleave (documented
@@ -50,6 +52,7 @@ from tests.integration.worker_harness import (
 pytestmark = pytest.mark.integration
 
 SESSIONS = int(os.environ.get("MONITOR_E2E_SESSIONS", "20000"))
+SMALL_SESSIONS = max(SESSIONS // 5, 1000)
 GAINS = [0.0, 0.3, 0.7, 1.0]
 # Closing is spread over steps (at most max_closes_per_step per message), and how many steps follow the
 # final watermark jump depends on interleaving (the worker also consumes its own fan-outs); a cap above
@@ -126,9 +129,9 @@ def recompute(result: SimResult) -> dict[str, dict[str, float]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def run(kafka_bootstrap: str) -> Iterator[Run]:
-    result = simulate(SimConfig(seed=21, n_sessions=SESSIONS, duration_s=6 * 3600, bucket_hint_share=1.0,
+def make_run(kafka_bootstrap: str, sessions: int, seed: int) -> Run:
+    """Simulate, compute what the in-process core exports for the stream, produce it to fresh topics."""
+    result = simulate(SimConfig(seed=seed, n_sessions=sessions, duration_s=6 * 3600, bucket_hint_share=1.0,
                                 invalid_rate=0.02))
     stream = Stream(kafka_bootstrap)
     flush = flush_events(stream, max(e.ts for e in result.events) + CONFIG.join_window + 1)
@@ -144,12 +147,24 @@ def run(kafka_bootstrap: str) -> Iterator[Run]:
     assert {c.kind for c in verdicts} == {"canary"}  # canary vs control in each bucket, per metric
     registry.register(CanaryCollector(lambda: (verdicts, deploys)))
     expected = parse_metrics(generate_latest(registry).decode())
-    assert stream.send(events) == len(events)  # every group of this module consumes it from the start
-    yield Run(stream, result, expected, len(events))
+    assert stream.send(events) == len(events)  # every group on these topics consumes it from the start
+    return Run(stream, result, expected, len(events))
+
+
+@pytest.fixture(scope="module")
+def run(kafka_bootstrap: str) -> Run:
+    """The issue's stream: 20,000 sessions."""
+    return make_run(kafka_bootstrap, SESSIONS, seed=21)
+
+
+@pytest.fixture(scope="module")
+def small_run(kafka_bootstrap: str) -> Run:
+    """A shorter stream (same shape) for the tests that drain it several times."""
+    return make_run(kafka_bootstrap, SMALL_SESSIONS, seed=22)
 
 
 @pytest.fixture
-def group_factory(run: Run) -> Iterator[list[Group]]:
+def group_factory() -> Iterator[list[Group]]:
     made: list[Group] = []
     yield made
     for group in made:
@@ -210,13 +225,20 @@ def test_one_worker_equals_in_process_and_offline_recomputation(
 
 
 def test_two_workers_export_what_one_worker_exports(
-        run: Run, redis_url: str, tmp_path: Path, group_factory: list[Group]) -> None:
+        small_run: Run, redis_url: str, tmp_path: Path, group_factory: list[Group]) -> None:
+    run = small_run
+    alone = new_group(run, redis_url, tmp_path, group_factory, "alone")
+    single = alone.start()
+    alone.drain()
+    reference = parse_metrics(single.metrics_text())
+    alone.stop()
     group = new_group(run, redis_url, tmp_path, group_factory, "two")
     first, second = group.start(), group.start()
     group.drain()
     one, two = parse_metrics(first.metrics_text()), parse_metrics(second.metrics_text())
-    assert_same(one, run.expected)
-    assert_same(two, run.expected)
+    assert_same(one, reference)
+    assert_same(two, reference)
+    assert_same(reference, run.expected)
     consumed = [sum(v for (n, _), v in m.items() if n == "search_relevance_events_total") for m in (one, two)]
     assert all(c > 0 for c in consumed)  # both took part
     assert sum(consumed) >= run.messages
@@ -224,7 +246,8 @@ def test_two_workers_export_what_one_worker_exports(
 
 
 def test_sigkill_mid_stream_and_restart_gives_the_same_numbers(
-        run: Run, redis_url: str, tmp_path: Path, group_factory: list[Group]) -> None:
+        small_run: Run, redis_url: str, tmp_path: Path, group_factory: list[Group]) -> None:
+    run = small_run
     group = new_group(run, redis_url, tmp_path, group_factory, "killed")
     worker = group.start()
     deadline = time.monotonic() + 300
