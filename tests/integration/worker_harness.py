@@ -16,11 +16,13 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
@@ -74,6 +76,16 @@ class Worker:
         except OSError:
             return False
 
+    @property
+    def url(self) -> str:
+        """Base URL of this worker's HTTP endpoints."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def request(self, path: str, body: bytes | None = None, headers: dict[str, str] | None = None,
+                method: str | None = None, timeout: float = 30.0) -> Response:
+        """One HTTP request to this worker (GET, or POST with ``body``); any status, never raised."""
+        return http_request(f"{self.url}{path}", body, headers, method, timeout)
+
 
 @dataclass
 class Group:
@@ -83,6 +95,9 @@ class Group:
     name: str
     config: str = ""
     workers: list[Worker] = field(default_factory=list)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    """More environment for this group's workers and CLI runs (e.g. ``MONITOR_ALERTMANAGER_URL``,
+    ``MONITOR_ALERT_INTERVAL``, ``MONITOR_DEPLOY_TOKEN``); it overrides the harness's own settings."""
 
     @property
     def app_id(self) -> str:
@@ -104,7 +119,8 @@ class Group:
                 "MONITOR_TOPIC_DEPLOYS": out.deploys, "MONITOR_TOPIC_DEAD_LETTERS": out.dead_letters,
                 "MONITOR_TOPIC_REQUESTS": out.requests, "MONITOR_PARTITIONS": str(self.stream.partitions),
                 "MONITOR_HTTP_PORT": str(port), "MONITOR_CONFIG": str(config),
-                "MONITOR_DATADIR": str(self.workdir / f"{self.name}-{port}"), "MONITOR_LOG_LEVEL": "warning"}
+                "MONITOR_DATADIR": str(self.workdir / f"{self.name}-{port}"), "MONITOR_LOG_LEVEL": "warning",
+                **self.extra_env}
 
     def start(self, timeout: float = 90.0, port: int | None = None) -> Worker:
         """Start one more worker and wait until it is ready; its HTTP port is ``port``, or a free one."""
@@ -121,6 +137,22 @@ class Group:
             time.sleep(0.3)
         self.workers.append(worker)
         return worker
+
+    def spawn(self, port: int | None = None) -> Worker:
+        """Start a worker process without waiting for it to become ready (``start`` waits); it joins
+        :attr:`workers`, so :meth:`stop` ends it. Its HTTP port is ``port``, or a free one."""
+        port = free_port() if port is None else port
+        log = self.workdir / f"{self.name}-{port}.log"
+        process = subprocess.Popen([sys.executable, "-m", "monitor", "worker"], env=self.env(port),
+                                   stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        worker = Worker(process, port, log)
+        self.workers.append(worker)
+        return worker
+
+    def cli(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """Run ``monitor <args>`` with this group's settings (same ``MONITOR_*`` environment as its workers)."""
+        return subprocess.run([sys.executable, "-m", "monitor", *args], env=self.env(0), capture_output=True,
+                              text=True, timeout=timeout)
 
     def kill(self, worker: Worker) -> None:
         worker.process.send_signal(signal.SIGKILL)
@@ -182,6 +214,27 @@ async def _drained(stream: Stream, group: str, timeout: float, settle: float, wo
         if now > deadline:
             raise AssertionError(f"{group} did not drain in {timeout:.0f} s; behind: {behind}")
         await asyncio.sleep(0.5)
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def http_request(url: str, body: bytes | None = None, headers: dict[str, str] | None = None,
+                 method: str | None = None, timeout: float = 30.0) -> Response:
+    """GET ``url`` (POST when there is a ``body``) and return the status and body, error statuses too."""
+    request = urllib.request.Request(url, data=body, headers=headers or {}, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return Response(response.status, response.read(), dict(response.headers.items()))
+    except urllib.error.HTTPError as error:
+        return Response(error.code, error.read(), dict(error.headers.items()))
 
 
 def parse_metrics(text: str) -> Samples:
