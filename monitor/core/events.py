@@ -281,6 +281,8 @@ def decode_event(raw: bytes, scale: Scale, limits: Limits = DEFAULT_LIMITS) -> E
         raise
     except ValueError as error:
         raise EventError("", f"invalid JSON: {error}") from None
+    except RecursionError:
+        raise EventError("", "invalid JSON: nested too deeply") from None
     return parse_event(obj, scale, limits)
 
 

@@ -116,8 +116,9 @@ class HttpServer:
     async def deploys(self, request: web.Request) -> web.Response:
         token = self.runtime.settings.deploy_token
         if token is not None:
-            given = request.headers.get("Authorization", "")
-            if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode("utf-8", "replace"),
+                                                                     token.encode()):
                 return web.json_response({"error": "missing or wrong bearer token"}, status=401)
         try:
             raw = await request.read()

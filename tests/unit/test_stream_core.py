@@ -272,3 +272,9 @@ def test_in_process_state_stays_bounded_and_pruning_changes_no_number() -> None:
     assert sum(len(s.records) for s in kept.state) == 4000
     assert len(pruned.requests) <= 50
     assert pruned.windows() == kept.windows()
+
+
+def test_deeply_nested_json_is_a_dead_letter_not_a_crash() -> None:
+    pipeline = MemoryPipeline(StreamConfig(), SEED_SCALE)
+    pipeline.submit("impressions", b"k", b"[" * 30000 + b"]" * 30000)
+    assert [(d.code, d.reason) for d in pipeline.dead_letters] == [("invalid_json", "invalid JSON: nested too deeply")]
