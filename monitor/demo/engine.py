@@ -18,22 +18,12 @@ from collections.abc import Mapping
 from monitor.core.events import Deploy
 from monitor.core.grades import SEED_SCALE, Scale
 from monitor.core.stream.config import StreamConfig
-from monitor.core.stream.stats import Stats, add
+from monitor.core.stream.stats import Stats
 from monitor.demo.canary import AlertNote, Judge, VerdictRow
 from monitor.demo.recording import Point, Recording
 from monitor.demo.settings import SAMPLE_EVERY
 from monitor.export.snapshot import Snapshot
 from monitor.pipeline.memory import MemoryPipeline
-
-
-def totals(snapshot: Snapshot) -> dict[str, Stats]:
-    """Cumulative statistics per group since the start: added minus taken back, field by field."""
-    out: dict[str, Stats] = {}
-    for group, stats in snapshot.added.items():
-        add(out.setdefault(group, {}), stats)
-    for group, stats in snapshot.removed.items():
-        add(out.setdefault(group, {}), stats, -1.0)
-    return out
 
 
 def deploy_json(deploy: Deploy) -> dict[str, object]:
@@ -79,7 +69,7 @@ class Engine:
         if not math.isfinite(snapshot.watermark):
             return []
         deploys = [d for d in self.pipeline.deploys if isinstance(d, Deploy)]
-        self.verdicts, notes = self.judge.update(totals(snapshot), deploys, snapshot.watermark, wall)
+        self.verdicts, notes = self.judge.update(snapshot.totals(), deploys, snapshot.watermark, wall)
         for note in notes:
             if note.status == "firing":
                 self.firing[note.key] = note

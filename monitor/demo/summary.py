@@ -13,7 +13,7 @@ from typing import Any
 
 from monitor.core.stream.session import split_group
 from monitor.core.stream.stats import summarise
-from monitor.demo.engine import Engine, totals
+from monitor.demo.engine import Engine
 from monitor.demo.intervals import pnr_interval
 from monitor.demo.recording import finite, iso
 
@@ -28,7 +28,7 @@ def group_order(group: str) -> tuple[int, bool, str]:
 
 def group_rows(engine: Engine) -> list[dict[str, Any]]:
     rows = []
-    for group, stats in sorted(totals(engine.latest).items(), key=lambda item: group_order(item[0])):
+    for group, stats in sorted(engine.latest.totals().items(), key=lambda item: group_order(item[0])):
         bucket, ranker, variant = split_group(group)
         s = summarise(stats)
         rows.append({"bucket": bucket, "ranker": ranker, "variant": variant,

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from monitor.core.stream.config import StreamConfig
-from monitor.core.stream.stats import Stats
+from monitor.core.stream.stats import Stats, add
 
 
 @dataclass(frozen=True)
@@ -20,3 +20,13 @@ class Snapshot:
     counters: Mapping[tuple[str, str], float]
     added: Mapping[str, Stats]
     removed: Mapping[str, Stats]
+
+    def totals(self) -> dict[str, Stats]:
+        """Group → cumulative statistics since the start: added minus taken back, field by field (what
+        the canary verdicts compare)."""
+        out: dict[str, Stats] = {}
+        for group, stats in self.added.items():
+            add(out.setdefault(group, {}), stats)
+        for group, stats in self.removed.items():
+            add(out.setdefault(group, {}), stats, -1.0)
+        return out

@@ -15,21 +15,10 @@ from monitor.alerting.alertmanager import AlertmanagerClient
 from monitor.core.canary import CanaryConfig, Comparison, comparisons
 from monitor.core.canary.alerts import AlertBook, AlertConfig
 from monitor.core.events import Deploy
-from monitor.core.stream.stats import Stats, add
 from monitor.export.snapshot import Snapshot
 from monitor.pipeline.redis_state import RedisState
 
 log = logging.getLogger("monitor.worker")
-
-
-def totals(snapshot: Snapshot) -> dict[str, Stats]:
-    """Group → cumulative statistics (added minus removed), field by field."""
-    out: dict[str, Stats] = {}
-    for group, stats in snapshot.added.items():
-        add(out.setdefault(group, {}), stats)
-    for group, stats in snapshot.removed.items():
-        add(out.setdefault(group, {}), stats, -1.0)
-    return out
 
 
 @dataclass(frozen=True)
@@ -41,7 +30,7 @@ class Verdicts:
 async def current(state: RedisState, config: CanaryConfig, snapshot: Snapshot | None = None) -> Verdicts:
     snap = snapshot if snapshot is not None else await state.snapshot()
     deploys = await state.deploys()
-    return Verdicts(comparisons(totals(snap), deploys, config), deploys)
+    return Verdicts(comparisons(snap.totals(), deploys, config), deploys)
 
 
 async def alert_loop(state: RedisState, config: CanaryConfig, client: AlertmanagerClient,

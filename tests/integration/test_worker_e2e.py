@@ -33,13 +33,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from monitor.core.canary import CanaryConfig, comparisons
 from monitor.core.events import Deploy
 from monitor.core.grades import SEED_SCALE
-from monitor.core.metrics import dcg, ndcg, pair_counts
 from monitor.core.stream.config import StreamConfig
 from monitor.export.canary import CanaryCollector
 from monitor.export.prometheus import RelevanceCollector
 from monitor.pipeline.memory import MemoryPipeline
 from monitor.sim import SimConfig, SimResult, simulate
-from monitor.worker.canary import totals
 from tests.integration.worker_harness import (
     Group,
     Samples,
@@ -48,6 +46,7 @@ from tests.integration.worker_harness import (
     parse_metrics,
     read_topic,
 )
+from tests.unit.test_stream_simulated import recompute as recompute_truth
 
 pytestmark = pytest.mark.integration
 
@@ -108,25 +107,7 @@ def assert_same(got: Samples, want: Samples) -> None:
 
 def recompute(result: SimResult) -> dict[str, dict[str, float]]:
     """Per group, from the simulator's truth with the metric functions (no stream code involved)."""
-    out: dict[str, dict[str, float]] = {}
-    for sid, s in result.sessions.items():
-        labels = {**result.query_grades.get(s.query, {}), **result.session_grades.get(sid, {})}
-        k = CONFIG.k[s.bucket]
-        top = list(s.doc_ids[:k])
-        group = out.setdefault(f"{s.bucket}|{s.ranker}|{s.variant}",
-                               {"sessions": 0, "dcg": 0.0, "ndcg": 0.0, "pos": 0, "neg": 0, "expired": 0})
-        if sum(d in labels for d in top) / len(top) < CONFIG.min_coverage:
-            group["expired"] += 1
-            continue
-        shown = [GAINS[labels[d]] if d in labels else 0.0 for d in top]
-        judged = [i for i, d in enumerate(top) if d in labels]
-        counts = pair_counts([labels[top[i]] for i in judged], [s.scores[i] for i in judged])
-        group["sessions"] += 1
-        group["dcg"] += dcg(shown, k)
-        group["ndcg"] += ndcg(shown, [GAINS[g] for g in labels.values()], k)
-        group["pos"] += counts.positive("seed")
-        group["neg"] += counts.discordant
-    return out
+    return recompute_truth(result, CONFIG)
 
 
 def make_run(kafka_bootstrap: str, sessions: int, seed: int) -> Run:
@@ -143,7 +124,7 @@ def make_run(kafka_bootstrap: str, sessions: int, seed: int) -> Run:
     snapshot = memory.snapshot()
     registry.register(RelevanceCollector(lambda: snapshot))
     deploys = sorted((d for d in memory.deploys if isinstance(d, Deploy)), key=lambda d: d.ts)
-    verdicts = comparisons(totals(snapshot), deploys, CanaryConfig())
+    verdicts = comparisons(snapshot.totals(), deploys, CanaryConfig())
     assert {c.kind for c in verdicts} == {"canary"}  # canary vs control in each bucket, per metric
     registry.register(CanaryCollector(lambda: (verdicts, deploys)))
     expected = parse_metrics(generate_latest(registry).decode())

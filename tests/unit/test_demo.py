@@ -22,15 +22,14 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.core.metrics import dcg, ndcg, pair_counts
 from monitor.core.stream.session import split_group
 from monitor.core.stream.stats import summarise
 from monitor.demo import cli, replay_cli
 from monitor.demo.canary import CanaryJudge, Judge, NoJudge, collectors
 from monitor.demo.demo import Clock, DemoOptions, DemoResult, run_demo
-from monitor.demo.engine import totals
 from monitor.demo.settings import DemoSettings, stream_config
 from monitor.sim import Simulation
+from tests.unit.test_stream_simulated import recompute as recompute_truth
 
 GAINS = [0.0, 0.3, 0.7, 1.0]
 REGRESSED = DemoSettings(sessions=5000, hours=4.0, seed=3)  # the default: 10% in the tail
@@ -54,27 +53,7 @@ def regressed(tmp_path_factory: pytest.TempPathFactory) -> tuple[DemoResult, Pat
 
 def recompute(settings: DemoSettings) -> dict[str, dict[str, float]]:
     """Per group, from the simulator's ground truth with the metric functions (no stream code)."""
-    result = Simulation(settings.sim_config(0)).run()
-    config = stream_config()
-    out: dict[str, dict[str, float]] = {}
-    for sid, s in result.sessions.items():
-        labels = {**result.query_grades.get(s.query, {}), **result.session_grades.get(sid, {})}
-        k = config.k[s.bucket]
-        top = list(s.doc_ids[:k])
-        group = out.setdefault(f"{s.bucket}|{s.ranker}|{s.variant}",
-                               {"sessions": 0, "dcg": 0.0, "ndcg": 0.0, "pos": 0, "neg": 0, "expired": 0})
-        if sum(d in labels for d in top) / len(top) < config.min_coverage:
-            group["expired"] += 1
-            continue
-        shown = [GAINS[labels[d]] if d in labels else 0.0 for d in top]
-        judged = [i for i, d in enumerate(top) if d in labels]
-        counts = pair_counts([labels[top[i]] for i in judged], [s.scores[i] for i in judged])
-        group["sessions"] += 1
-        group["dcg"] += dcg(shown, k)
-        group["ndcg"] += ndcg(shown, [GAINS[g] for g in labels.values()], k)
-        group["pos"] += counts.positive("seed")
-        group["neg"] += counts.discordant
-    return out
+    return recompute_truth(Simulation(settings.sim_config(0)).run(), stream_config())
 
 
 def test_the_regression_fires_the_alert_for_the_regressed_bucket_only(
@@ -139,7 +118,7 @@ def test_demo_numbers_equal_an_offline_recomputation_from_the_truth(
     expected = recompute(REGRESSED)
     final = result.engine.latest
     whole = {g: s for (w, g), s in final.windows.items() if w == "24h"}  # 4 h of traffic: all of it
-    cumulative = totals(final)
+    cumulative = final.totals()
     assert set(whole) == set(expected) == {g for g, s in cumulative.items() if s.get("sessions", 0) or
                                            s.get("expired", 0)}
     assert {split_group(g)[2] for g in expected} == {"control", "canary"}

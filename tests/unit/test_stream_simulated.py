@@ -23,15 +23,16 @@ CONFIG = StreamConfig(join_window=1800, min_coverage=0.8, windows={"all": 1e8}, 
                       budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
 
 
-def recompute(result) -> dict[str, dict[str, float]]:  # type: ignore[no-untyped-def]
+def recompute(result, config: StreamConfig = CONFIG) -> dict[str, dict[str, float]]:  # type: ignore[no-untyped-def]
+    """Per group, from the simulator's ground truth with the metric functions (no stream code)."""
     out: dict[str, dict[str, float]] = {}
     for sid, s in result.sessions.items():
         labels = {**result.query_grades.get(s.query, {}), **result.session_grades.get(sid, {})}
-        k = CONFIG.k[s.bucket]
+        k = config.k[s.bucket]
         top = list(s.doc_ids[:k])
         group = out.setdefault(f"{s.bucket}|{s.ranker}|{s.variant}",
                                {"sessions": 0, "dcg": 0.0, "ndcg": 0.0, "pos": 0, "neg": 0, "expired": 0})
-        if sum(d in labels for d in top) / len(top) < CONFIG.min_coverage:
+        if sum(d in labels for d in top) / len(top) < config.min_coverage:
             group["expired"] += 1
             continue
         shown = [GAINS[labels[d]] if d in labels else 0.0 for d in top]
