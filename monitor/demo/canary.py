@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from monitor.alerting import AlertmanagerClient
-from monitor.core.canary import CanaryConfig, Comparison, comparisons
+from monitor.core.canary import CanaryConfig, Comparison, comparisons, detect_deploys
 from monitor.core.canary.alerts import AlertBook, AlertConfig, Notification
 from monitor.core.events import Deploy
-from monitor.core.stream.stats import Stats
+from monitor.core.stream.history import History
 from monitor.demo.recording import iso
 
 
@@ -70,17 +70,17 @@ class AlertNote:
 
 
 class Judge(Protocol):
-    def update(self, totals: Mapping[str, Stats], deploys: Sequence[Deploy], ts: float,
+    def update(self, history: History, deploys: Sequence[Deploy], ts: float,
                wall: float) -> tuple[list[VerdictRow], list[AlertNote]]:
-        """Verdicts on the cumulative ``totals`` (group → stats) at event time ``ts``, and the alerts
-        that start firing or resolve now."""
+        """Verdicts on the ``history`` (statistics per epoch and group) at event time ``ts``, and the
+        alerts that start firing or resolve now."""
         ...
 
 
 class NoJudge:
     """No canary detector: no verdicts, no alerts."""
 
-    def update(self, totals: Mapping[str, Stats], deploys: Sequence[Deploy], ts: float,
+    def update(self, history: History, deploys: Sequence[Deploy], ts: float,
                wall: float) -> tuple[list[VerdictRow], list[AlertNote]]:
         return [], []
 
@@ -88,10 +88,10 @@ class NoJudge:
 class CanaryJudge:
     """The canary verdicts of :mod:`monitor.core.canary` and their alerts (:class:`AlertBook`).
 
-    Compares every canary with its control per bucket on DCG@k and PNR, from the cumulative totals (all
-    sessions scored since the start, after corrections). ``latest`` (comparisons and deploys) is what the
-    canary collector serves; it is replaced in one assignment, so a scrape from another thread reads a
-    consistent pair.
+    Compares every canary with its control per bucket on DCG@k and PNR, and each deploy with the ranker
+    it replaced, over their periods (:mod:`monitor.core.canary.pairing`), from the pipeline's history.
+    ``latest`` (comparisons and deploys, detected ones too) is what the canary collector serves; it is
+    replaced in one assignment, so a scrape from another thread reads a consistent pair.
     """
 
     def __init__(self, config: CanaryConfig | None = None, alerts: AlertConfig | None = None) -> None:
@@ -102,10 +102,10 @@ class CanaryJudge:
     def source(self) -> tuple[Sequence[Comparison], Sequence[Deploy]]:
         return self.latest
 
-    def update(self, totals: Mapping[str, Stats], deploys: Sequence[Deploy], ts: float,
+    def update(self, history: History, deploys: Sequence[Deploy], ts: float,
                wall: float) -> tuple[list[VerdictRow], list[AlertNote]]:
-        found = comparisons(totals, deploys, self.config)
-        self.latest = (found, list(deploys))
+        found = comparisons(history, deploys, self.config)
+        self.latest = (found, sorted([*deploys, *detect_deploys(history, deploys)], key=lambda d: d.ts))
         rows = [VerdictRow(c.bucket, c.metric, c.kind, c.baseline, c.candidate, c.verdict.verdict,
                            c.verdict.estimate, c.verdict.lower, c.verdict.upper, c.verdict.n_baseline,
                            c.verdict.n_candidate, c.verdict.reason) for c in found]

@@ -69,7 +69,7 @@ class Engine:
         if not math.isfinite(snapshot.watermark):
             return []
         deploys = [d for d in self.pipeline.deploys if isinstance(d, Deploy)]
-        self.verdicts, notes = self.judge.update(snapshot.totals(), deploys, snapshot.watermark, wall)
+        self.verdicts, notes = self.judge.update(self.pipeline.history(), deploys, snapshot.watermark, wall)
         for note in notes:
             if note.status == "firing":
                 self.firing[note.key] = note

@@ -7,8 +7,8 @@ events seen. Series (``docs/canary.md``):
   candidate}: relative change, its confidence sequence, log mixture likelihood ratio against no change,
   and the verdict (1 pass, 0 inconclusive, −1 regression);
 * ``search_relevance_canary_sessions`` {…, arm}: sessions per arm (``baseline`` / ``candidate``);
-* ``search_relevance_deploy_timestamp_seconds`` {ranker, kind}: the latest event time per ranker and kind
-  (Grafana annotations).
+* ``search_relevance_deploy_timestamp_seconds`` {ranker, kind}: the latest event time per ranker and kind,
+  deploys detected in the impressions included as ``kind="deploy"`` (Grafana annotations).
 
 Ranker names are capped like the relevance series (:mod:`.labels`): the busiest ``max_rankers`` (by
 sessions compared, then name) keep their names, the rest become ``other``. Verdicts cannot be merged, so

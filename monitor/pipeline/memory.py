@@ -24,6 +24,7 @@ from monitor.core.events import (
 )
 from monitor.core.grades import Scale
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.history import History, Seen, add_epoch, prune_epochs, prune_seen, see
 from monitor.core.stream.join import (
     AnnotationRequest,
     Labels,
@@ -76,6 +77,8 @@ class MemoryPipeline:
         self.counters: dict[tuple[str, str], float] = {}
         self.totals_added: dict[str, Stats] = {}
         self.totals_removed: dict[str, Stats] = {}
+        self.epochs: dict[int, dict[str, Stats]] = {}
+        self.seen: Seen = {}
         self.dead_letters: deque[DeadLetter] = deque(maxlen=keep)
         self.requests: deque[AnnotationRequest] = deque(maxlen=keep)
         self.deploys: deque[Event] = deque(maxlen=keep)
@@ -123,6 +126,9 @@ class MemoryPipeline:
             removal = is_removal(delta)
             target = self.totals_removed if removal else self.totals_added
             add(target.setdefault(group, {}), delta, -1.0 if removal else 1.0)
+            add_epoch(self.epochs, ts, self.config.epoch, group, delta)
+        if t.seen is not None:
+            see(self.seen, *t.seen)
         for group, name, amount in t.counters:
             self._count(group, name, amount)
         for query, session_id in t.pending_queries:
@@ -160,6 +166,8 @@ class MemoryPipeline:
             slices = self.slices[partition]
             for old in [k for k in slices if k[1] < wanted.get(k[0], k[1])]:
                 del slices[old]
+        prune_epochs(self.epochs, watermark, self.config.epoch, self.config.history)
+        prune_seen(self.seen, watermark, self.config.history)
         horizon = watermark - self.config.state_ttl
         for query in [q for q, seen in self.query_seen.items() if seen < horizon]:
             del self.query_seen[query]
@@ -195,6 +203,11 @@ class MemoryPipeline:
         return Snapshot(self.config, self.watermark, self.windows(), dict(self.counters),
                         {g: dict(s) for g, s in self.totals_added.items()},
                         {g: dict(s) for g, s in self.totals_removed.items()})
+
+    def history(self) -> History:
+        """The canary comparisons' input: every epoch kept and when each ranker was seen."""
+        return History(self.config.epoch, {i: {g: dict(s) for g, s in groups.items()}
+                                           for i, groups in self.epochs.items()}, dict(self.seen))
 
     def counter(self, name: str, group: str = "") -> float:
         return self.counters.get((group, name), 0.0)

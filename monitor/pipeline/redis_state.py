@@ -25,6 +25,7 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
+from monitor.core.canary import CanaryConfig, first_epoch
 from monitor.core.events import (
     DEFAULT_LIMITS,
     Annotation,
@@ -38,6 +39,7 @@ from monitor.core.events import (
 )
 from monitor.core.grades import Scale
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.history import History, Seen, epoch_of, merge_seen, see
 from monitor.core.stream.join import (
     Labels,
     Loaded,
@@ -52,7 +54,7 @@ from monitor.core.stream.join import (
 from monitor.core.stream.rollup import rollup, slice_keys, wanted_slices
 from monitor.core.stream.session import SessionRecord, query_key
 from monitor.core.stream.sketch import cell_field
-from monitor.core.stream.stats import Stats, is_removal
+from monitor.core.stream.stats import Stats, add, is_removal
 from monitor.export.snapshot import Snapshot
 from monitor.pipeline.partition_state import PartitionState
 
@@ -98,6 +100,8 @@ class Batch:
     added: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     removed: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     counters: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    epochs: dict[int, dict[str, float]] = field(default_factory=dict)
+    seen: Seen = field(default_factory=dict)
     sketch: dict[int, dict[str, float]] = field(default_factory=dict)
     budget: dict[tuple[str, int], float] = field(default_factory=lambda: defaultdict(float))
     deploys: list[Deploy] = field(default_factory=list)
@@ -124,6 +128,11 @@ class Batch:
             totals = self.removed if removal else self.added
             for name, value in delta.items():
                 totals[f"{group}|{name}"] += -value if removal else value
+            fields = self.epochs.setdefault(epoch_of(ts, config.epoch), defaultdict(float))
+            for name, value in delta.items():
+                fields[f"{group}|{name}"] += value
+        if t.seen is not None:
+            see(self.seen, *t.seen)
         for group, name, amount in t.counters:
             self.counters[(group, name)] += amount
         for index, cell in t.sketch:
@@ -152,6 +161,14 @@ for _, op in ipairs(ops) do
     for i = 3, #op do redis.call('ZREM', key, op[i]) end
   elseif name == 'expire' then
     redis.call('EXPIRE', key, op[3])
+  elseif name == 'hmin' or name == 'hmax' then
+    for i = 3, #op, 2 do
+      local old = redis.call('HGET', key, op[i])
+      local new = tonumber(op[i + 1])
+      if not old or (name == 'hmin' and new < tonumber(old)) or (name == 'hmax' and new > tonumber(old)) then
+        redis.call('HSET', key, op[i], op[i + 1])
+      end
+    end
   elseif name == 'rpush' then
     for i = 3, #op do redis.call('RPUSH', key, op[i]) end
   else
@@ -422,6 +439,16 @@ class RedisState:
             if totals:
                 ops.add("hincr", self._p(partition, direction),
                         *(a for name, value in totals.items() for a in (name, repr(value))))
+        for index, fields in batch.epochs.items():
+            key = self._p(partition, "ep", index)
+            ops.add("hincr", key, *(a for name, value in fields.items() for a in (name, repr(value))))
+            ops.add("expire", key, str(int(config.history + 2 * config.epoch)))
+        if batch.seen:
+            seen = self._p(partition, "seen")
+            ops.add("hmin", seen, *(a for (arm, ranker), (first, _) in batch.seen.items()
+                                    for a in (f"first|{arm}|{ranker}", repr(first))))
+            ops.add("hmax", seen, *(a for (arm, ranker), (_, last) in batch.seen.items()
+                                    for a in (f"last|{arm}|{ranker}", repr(last))))
         if batch.counters:
             ops.add("hincr", self._p(partition, "cnt"),
                     *(a for (group, name), n in batch.counters.items() for a in (f"{group}|{name}", repr(n))))
@@ -498,6 +525,45 @@ class RedisState:
             obj = json.loads(raw)
             out.append(Deploy(obj["kind"], obj["ranker"], float(obj["ts"]), obj.get("previous")))
         return sorted(out, key=lambda d: d.ts)
+
+    async def history(self, deploys: Sequence[Deploy], canary: CanaryConfig) -> History:
+        """The epochs the comparisons of ``deploys`` and of the canaries seen may read (from
+        :func:`~monitor.core.canary.first_epoch` to the watermark's) and when each ranker was seen, summed
+        over partitions; rankers not seen within ``history`` of the watermark are left out."""
+        partitions = sorted(int(p) for p in await self.redis.smembers(f"{self.prefix}:partitions"))
+        pipe = self.redis.pipeline(transaction=False)
+        for partition in partitions:
+            pipe.hget(self._p(partition, "meta"), "wm")
+            pipe.hgetall(self._p(partition, "seen"))
+        results = await pipe.execute() if partitions else []
+        marks = [float(raw) for raw in results[0::2] if raw is not None]
+        watermark = max(marks) if marks else -math.inf
+        parts: list[Seen] = []
+        for raw in results[1::2]:
+            spans: dict[tuple[str, str], list[float]] = {}
+            for key, value in raw.items():
+                end, arm, ranker = _text(key).split("|", 2)
+                span = spans.setdefault((arm, ranker), [math.inf, -math.inf])
+                span[0 if end == "first" else 1] = float(value)
+            parts.append({k: (v[0], v[1]) for k, v in spans.items()
+                          if math.isfinite(v[0]) and v[1] >= watermark - self.config.history})
+        width = self.config.epoch
+        seen = merge_seen(parts)
+        first = first_epoch(History(width, {}, seen), deploys, canary)
+        if first is None or not math.isfinite(watermark):
+            return History(width, {}, seen)
+        indices = range(max(first, epoch_of(watermark - self.config.history, width)),
+                        epoch_of(watermark, width) + 1)
+        pipe = self.redis.pipeline(transaction=False)
+        for partition in partitions:
+            for index in indices:
+                pipe.hgetall(self._p(partition, "ep", index))
+        epochs: dict[int, dict[str, Stats]] = {}
+        for position, raw in enumerate(await pipe.execute()):
+            index = indices[position % len(indices)]
+            for group, stats in _grouped(raw).items():
+                add(epochs.setdefault(index, {}).setdefault(group, {}), stats)
+        return History(width, epochs, seen)
 
     async def snapshot(self) -> Snapshot:
         partitions = sorted(int(p) for p in await self.redis.smembers(f"{self.prefix}:partitions"))

@@ -1,7 +1,8 @@
 """The canary verdicts from the shared state: what /metrics, the alert loop and ``monitor canary`` read.
 
-The totals are each group's cumulative statistics (added minus taken back), summed over partitions in
-Redis, so every worker computes the same verdicts (see monitor/core/canary and docs/canary.md).
+The comparisons read the epochs of session statistics their periods need and when each ranker was seen
+(``RedisState.history``), summed over partitions in Redis, so every worker computes the same verdicts;
+deploys detected in the impressions join the deploy events (see monitor/core/canary and docs/canary.md).
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ import time
 from dataclasses import dataclass
 
 from monitor.alerting.alertmanager import AlertmanagerClient
-from monitor.core.canary import CanaryConfig, Comparison, comparisons
+from monitor.core.canary import CanaryConfig, Comparison, comparisons, detect_deploys
 from monitor.core.canary.alerts import AlertBook, AlertConfig
 from monitor.core.events import Deploy
-from monitor.export.snapshot import Snapshot
 from monitor.pipeline.redis_state import RedisState
 
 log = logging.getLogger("monitor.worker")
@@ -27,10 +27,11 @@ class Verdicts:
     deploys: list[Deploy]
 
 
-async def current(state: RedisState, config: CanaryConfig, snapshot: Snapshot | None = None) -> Verdicts:
-    snap = snapshot if snapshot is not None else await state.snapshot()
+async def current(state: RedisState, config: CanaryConfig) -> Verdicts:
     deploys = await state.deploys()
-    return Verdicts(comparisons(snap.totals(), deploys, config), deploys)
+    history = await state.history(deploys, config)
+    every = sorted([*deploys, *detect_deploys(history, deploys)], key=lambda d: d.ts)
+    return Verdicts(comparisons(history, deploys, config), every)
 
 
 async def alert_loop(state: RedisState, config: CanaryConfig, client: AlertmanagerClient,

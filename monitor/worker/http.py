@@ -66,7 +66,7 @@ class HttpServer:
         waiting, memory = await runtime.state.health()
         registry = CollectorRegistry()
         registry.register(RelevanceCollector(lambda: snapshot, settings.max_rankers, settings.max_variants))
-        verdicts = await current(runtime.state, settings.canary(), snapshot)
+        verdicts = await current(runtime.state, settings.canary())
         registry.register(CanaryCollector(lambda: (verdicts.comparisons, verdicts.deploys),
                                           settings.max_rankers))
         registry.register(PipelineCollector(lambda: PipelineView(

@@ -10,6 +10,8 @@ import uuid
 import pytest
 from redis.asyncio import Redis
 
+from monitor.core.canary import CanaryConfig
+from monitor.core.events import Deploy
 from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.pipeline.memory import MemoryPipeline, partition_of
@@ -75,6 +77,8 @@ async def test_redis_state_equals_in_process_and_ignores_redelivery(redis_url: s
         state = RedisState(redis, CONFIG, SEED_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
         await run_through_redis(state, events, partitions, redeliver=True, batch=batch)
         got = await state.snapshot()
+        everything = [Deploy("canary_start", "any", -1e12)]  # a period from the start: every epoch read
+        history = await state.history(everything, CanaryConfig(baseline_window=1.0))
     finally:
         await redis.aclose()
 
@@ -87,3 +91,15 @@ async def test_redis_state_equals_in_process_and_ignores_redelivery(redis_url: s
         {k: v for k, v in expected.counters.items() if v})
     assert expected.counters[("", "dead_letter:unknown_schema")] == 1
     assert sum(s.get("sessions", 0.0) for s in expected.windows.values()) > 100
+
+    # the canary history: the same epochs (whose sum is the net totals) and the same first/last sightings
+    wanted = memory.history()
+    assert history.seen == wanted.seen and {arm for arm, _ in wanted.seen} == {"plain", "canary"}
+    assert set(history.epochs) == set(wanted.epochs) and len(wanted.epochs) > 1
+    for index, groups in wanted.epochs.items():
+        for group, stats in groups.items():
+            assert history.epochs[index][group] == pytest.approx(stats, abs=1e-9), (index, group)
+    summed, totals = wanted.totals(), expected.totals()
+    assert set(summed) == set(totals)
+    for group, stats in totals.items():
+        assert summed[group] == pytest.approx(stats, abs=1e-9), group

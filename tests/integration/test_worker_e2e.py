@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from monitor.core.canary import CanaryConfig, comparisons
+from monitor.core.canary import CanaryConfig, comparisons, detect_deploys
 from monitor.core.events import Deploy
 from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import StreamConfig
@@ -124,8 +124,10 @@ def make_run(kafka_bootstrap: str, sessions: int, seed: int) -> Run:
     snapshot = memory.snapshot()
     registry.register(RelevanceCollector(lambda: snapshot))
     deploys = sorted((d for d in memory.deploys if isinstance(d, Deploy)), key=lambda d: d.ts)
-    verdicts = comparisons(snapshot.totals(), deploys, CanaryConfig())
+    history = memory.history()
+    verdicts = comparisons(history, deploys, CanaryConfig())
     assert {c.kind for c in verdicts} == {"canary"}  # canary vs control in each bucket, per metric
+    assert detect_deploys(history, deploys) == []  # the flush ranker serves an instant: not a deploy
     registry.register(CanaryCollector(lambda: (verdicts, deploys)))
     expected = parse_metrics(generate_latest(registry).decode())
     assert stream.send(events) == len(events)  # every group on these topics consumes it from the start

@@ -1,12 +1,15 @@
-"""comparisons(): which groups are paired (canary vs control, after vs before a deploy), rollbacks, order."""
+"""comparisons(): which groups are paired (canary vs control, after vs before a deploy), over which epochs,
+deploys detected in the impressions, rollbacks, order."""
 
 from __future__ import annotations
 
 import pytest
 
-from monitor.core.canary import CanaryConfig, Comparison, compare, comparisons
+from monitor.core.canary import CanaryConfig, Comparison, compare, detect_deploys, first_epoch
+from monitor.core.canary import comparisons as compare_history
 from monitor.core.events import Deploy
-from monitor.core.stream.stats import Stats
+from monitor.core.stream.history import History
+from monitor.core.stream.stats import Stats, add
 
 CONFIG = CanaryConfig(min_sessions=2)
 
@@ -17,6 +20,18 @@ def stats(n: int, mean: float) -> Stats:
     return {"sessions": float(n), "dcg": n * mean, "dcg_sq": n * mean * mean + n * 0.25,
             "concordant": 30.0 * n, "grade_tied": 0.0, "discordant": 10.0 * n, "pnr_pos_sq": 900.0 * n + half,
             "pnr_neg_sq": 100.0 * n + half, "pnr_pos_neg": 300.0 * n}
+
+
+def comparisons(totals: dict[str, Stats], deploys: list[Deploy], config: CanaryConfig) -> list[Comparison]:
+    """The pairing rules alone: every session in one epoch, so every period holds all of them."""
+    return compare_history(History(1e9, {0: totals}), deploys, config)
+
+
+def summed(*parts: Stats) -> Stats:
+    out: Stats = {}
+    for part in parts:
+        add(out, part)
+    return out
 
 
 def pairs(result: list[Comparison]) -> list[tuple[str, str, str, str, str]]:
@@ -131,3 +146,73 @@ def test_order_is_bucket_kind_candidate_baseline_metric_whatever_the_input_order
     assert pairs(comparisons(totals, deploys, CONFIG)) == expected
     shuffled = dict(reversed(list(totals.items())))
     assert pairs(comparisons(shuffled, deploys, CONFIG)) == expected
+
+
+# -- periods: epochs of one hour ----------------------------------------------------------------------
+HOUR = 3600.0
+
+
+def test_a_canary_is_compared_with_the_control_sessions_of_its_own_period_only() -> None:
+    epochs = {0: {"tail|a|control": stats(5000, 3.0)},           # the control alone, before the canary
+              1: {"tail|a|control": stats(300, 2.0), "tail|b|canary": stats(300, 2.0)},
+              2: {"tail|a|control": stats(200, 2.2), "tail|b|canary": stats(100, 2.1)}}
+    history = History(HOUR, epochs, {("canary", "b"): (HOUR + 10, 3 * HOUR - 1)})
+    expected_control = summed(epochs[1]["tail|a|control"], epochs[2]["tail|a|control"])
+    expected_canary = summed(epochs[1]["tail|b|canary"], epochs[2]["tail|b|canary"])
+    # without a canary_start the period starts at the canary's first impression ...
+    result = compare_history(history, [], CONFIG)
+    assert result[0].verdict == compare(expected_control, expected_canary, "dcg", CONFIG)
+    assert result[0].verdict.n_baseline == 500
+    # ... with one, at its start (the epoch holding it, so here epoch 2 only)
+    started = compare_history(history, [Deploy("canary_start", "b", 2 * HOUR + 5, previous="a")], CONFIG)
+    assert started[0].verdict == compare(epochs[2]["tail|a|control"], epochs[2]["tail|b|canary"], "dcg", CONFIG)
+
+
+def test_a_deploy_compares_its_sessions_since_with_the_previous_rankers_recent_baseline() -> None:
+    config = CanaryConfig(min_sessions=2, baseline_window=2 * HOUR)
+    epochs = {0: {"head|a|control": stats(900, 9.0)},                       # older than the baseline window
+              1: {"head|a|control": stats(300, 2.0)},
+              2: {"head|a|control": stats(100, 2.1), "head|a|": stats(50, 2.0)},
+              3: {"head|a|control": stats(100, 2.2), "head|b|control": stats(200, 1.9)},  # deploy at 3h
+              4: {"head|a|control": stats(40, 5.0), "head|b|control": stats(250, 1.8)}}   # a after: out
+    history = History(HOUR, epochs)
+    result = compare_history(history, [Deploy("deploy", "b", 3 * HOUR + 60, previous="a")], config)
+    baseline = summed(epochs[1]["head|a|control"], epochs[2]["head|a|control"], epochs[2]["head|a|"],
+                      epochs[3]["head|a|control"])
+    candidate = summed(epochs[3]["head|b|control"], epochs[4]["head|b|control"])
+    assert [c.kind for c in result] == ["deploy", "deploy"]
+    assert result[0].verdict == compare(baseline, candidate, "dcg", config)
+    assert (result[0].verdict.n_baseline, result[0].verdict.n_candidate) == (550, 450)
+
+
+def test_a_new_ranker_in_the_impressions_is_a_detected_deploy_of_the_one_seen_before() -> None:
+    seen = {("plain", "a"): (10.0, 5 * HOUR), ("plain", "old"): (0.0, HOUR - 1),
+            ("plain", "b"): (3 * HOUR + 7, 6 * HOUR), ("canary", "c"): (4 * HOUR, 5 * HOUR)}
+    history = History(HOUR, {3: {"tail|a|control": stats(300, 2.0), "tail|b|control": stats(300, 1.0)}}, seen)
+    assert detect_deploys(history, []) == [Deploy("deploy", "b", 3 * HOUR + 7, previous="a")]
+    result = compare_history(history, [], CONFIG)
+    assert {(c.kind, c.baseline, c.candidate) for c in result} == {("deploy", "a", "b")}
+    # a deploy event that names b wins; so does nothing when b served from the first epoch on
+    assert detect_deploys(history, [Deploy("deploy", "b", 3 * HOUR, previous="old")]) == []
+    together = History(HOUR, {}, {("plain", "a"): (10.0, 9.0 * HOUR), ("plain", "b"): (20.0, 9.0 * HOUR)})
+    assert detect_deploys(together, []) == []
+    # nor a ranker seen for less than an epoch (a stray impression, a test request)
+    stray = History(HOUR, {}, {("plain", "a"): (10.0, 9.0 * HOUR), ("plain", "t"): (3 * HOUR, 4 * HOUR - 1)})
+    assert detect_deploys(stray, []) == []
+    # the previous ranker is the one seen most recently before (ties: by name); a canary arm never counts
+    tie = History(HOUR, {}, {("plain", "y"): (0.0, 2 * HOUR), ("plain", "x"): (5.0, 2 * HOUR),
+                             ("plain", "n"): (3 * HOUR, 4 * HOUR), ("canary", "m"): (0.0, 9 * HOUR)})
+    assert detect_deploys(tie, []) == [Deploy("deploy", "n", 3 * HOUR, previous="x")]
+    # a rollback of a detected deploy ends its comparison
+    assert compare_history(history, [Deploy("rollback", "b", 7 * HOUR)], CONFIG) == []
+
+
+def test_first_epoch_is_the_oldest_any_period_reads() -> None:
+    config = CanaryConfig(baseline_window=2 * HOUR)
+    assert first_epoch(History(HOUR, {}), [], config) is None
+    canary = History(HOUR, {}, {("canary", "c"): (5 * HOUR + 1, 6 * HOUR)})
+    assert first_epoch(canary, [], config) == 5
+    deploys = [Deploy("deploy", "b", 4 * HOUR, previous="a"), Deploy("rollback", "b", HOUR)]
+    assert first_epoch(canary, deploys, config) == 2
+    started = [Deploy("canary_start", "c", 3 * HOUR + 5), Deploy("deploy", "c", HOUR)]  # no previous
+    assert first_epoch(canary, started, config) == 3

@@ -1,8 +1,9 @@
 """The canary verdict: an always-valid sequential test of candidate against baseline relevance.
 
 ``compare`` gives one :class:`Verdict` (pass / regression / inconclusive, the relative change with its
-confidence sequence and the evidence) from two groups' cumulative Stats; ``comparisons`` pairs the
-groups (canary vs control, after vs before a deploy) and compares each pair on DCG and PNR;
+confidence sequence and the evidence) from two groups' Stats; ``comparisons`` pairs the groups (canary
+vs control, after vs before a deploy, detected deploys too) over their periods, from the epochs of a
+:class:`~monitor.core.stream.history.History`, and compares each pair on DCG and PNR;
 :mod:`.alerts` turns comparisons into alerts. Pure: numpy/math only, time is passed in. The method, its
 defaults and its benchmark are in ``docs/canary.md``.
 """
@@ -10,6 +11,7 @@ defaults and its benchmark are in ``docs/canary.md``.
 from monitor.core.canary.compare import VERDICTS, Verdict, compare
 from monitor.core.canary.config import CanaryConfig
 from monitor.core.canary.estimates import METRICS
-from monitor.core.canary.pairing import KINDS, Comparison, comparisons
+from monitor.core.canary.pairing import KINDS, Comparison, comparisons, detect_deploys, first_epoch
 
-__all__ = ["KINDS", "METRICS", "VERDICTS", "CanaryConfig", "Comparison", "Verdict", "compare", "comparisons"]
+__all__ = ["KINDS", "METRICS", "VERDICTS", "CanaryConfig", "Comparison", "Verdict", "compare", "comparisons",
+           "detect_deploys", "first_epoch"]

@@ -7,7 +7,9 @@
 * ``min_sessions`` (200 per arm): below this either arm is too small for the normal approximation of
   zero-inflated DCG, and the verdict is "inconclusive" whatever the numbers say;
 * ``mixture_sd`` (0.05): τ, the standard deviation of the normal mixture over the log ratio (the mSPRT
-  "prior"). The sequence is tightest when its half-width is ≈ 1.07 τ, i.e. around drops of 5%.
+  "prior"). The sequence is tightest when its half-width is ≈ 1.07 τ, i.e. around drops of 5%;
+* ``baseline_window`` (1 day): after a deploy without a canary, the new ranker is compared with the
+  previous one's sessions in this much event time before the deploy (a full daily cycle).
 
 >>> CanaryConfig().alpha
 0.05
@@ -29,9 +31,10 @@ class CanaryConfig:
     min_relative_drop: float = 0.02
     min_sessions: int = 200
     mixture_sd: float = 0.05
+    baseline_window: float = 86400.0
 
     def __post_init__(self) -> None:
-        for name in ("alpha", "min_relative_drop", "mixture_sd"):
+        for name in ("alpha", "min_relative_drop", "mixture_sd", "baseline_window"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"{name}: expected a finite number, got {value!r}")
@@ -39,6 +42,8 @@ class CanaryConfig:
             raise ValueError(f"alpha: must be in (0, 1), got {self.alpha!r}")
         if not 0.0 < self.min_relative_drop < 1.0:
             raise ValueError(f"min_relative_drop: must be in (0, 1), got {self.min_relative_drop!r}")
+        if self.baseline_window <= 0.0:
+            raise ValueError(f"baseline_window: must be > 0 seconds, got {self.baseline_window!r}")
         if self.mixture_sd <= 0.0:
             raise ValueError(f"mixture_sd: must be > 0, got {self.mixture_sd!r}")
         sessions = self.min_sessions

@@ -1,24 +1,33 @@
-"""Which groups to compare: canary against control, and after against before a plain deploy.
+"""Which groups to compare, over which period: canary against control, and after against before a deploy.
 
-``totals`` maps a group key ``bucket|ranker|variant`` to its cumulative Stats (added minus taken back);
-``deploys`` are the deploy events seen (any order). Per bucket:
+Input: the :class:`~monitor.core.stream.history.History` (net statistics per event-time epoch and group
+``bucket|ranker|variant``, and when each ranker was first and last seen per arm) and the deploy events
+seen (any order). Per bucket:
 
-* **canary** (kind ``"canary"``): every ranker with a ``canary`` group is a candidate; its baseline is a
-  ``control`` group of the same bucket: the ranker named ``previous`` by the candidate's latest
-  ``canary_start`` if it has a control group there, else the control ranker with the most sessions
-  (ties: by name). No control group, no comparison.
+* **canary** (kind ``"canary"``): every ranker R with a ``canary`` group is a candidate. Its period starts
+  at R's latest ``canary_start``, or, without one, at R's first canary impression; both arms are summed
+  over the epochs from the one holding that start on, so the control's sessions from before the canary
+  do not enter (exact to one epoch, ``StreamConfig.epoch``). The baseline is a ``control`` group of the
+  same bucket: the ranker named ``previous`` by R's latest ``canary_start`` if it has control sessions in
+  the period, else the control ranker with the most sessions in the period (ties: by name). No control
+  group, no comparison.
 * **deploy** (kind ``"deploy"``): for the latest ``deploy`` event of each ranker R with a ``previous`` P,
-  R's sessions against P's, each the sum of its ``control`` and unlabelled (``""``) groups. Such a
-  comparison is weaker evidence than a canary (before and after differ in time too), and it ends when a
-  newer ``deploy`` names R as its ``previous`` (R was replaced).
+  R's sessions from the deploy's epoch on against P's recent baseline: P's sessions in the
+  ``CanaryConfig.baseline_window`` before the deploy, up to its epoch; each the sum of the ``control``
+  and unlabelled (``""``) groups. Such a comparison is weaker evidence than a canary (before and after
+  differ in time too), and it ends when a newer ``deploy`` names R as its ``previous`` (R was replaced).
+
+**Detected deploys** (:func:`detect_deploys`): a ranker R whose first plain impression lies in a later
+epoch than the first of some other plain ranker, which has served for at least one epoch since (a stray
+impression is not a deploy), and which no ``deploy`` event names, was deployed without an event: a
+``deploy`` of R at its first impression is assumed, its ``previous`` being the plain ranker seen most
+recently before it (last seen in R's first epoch or the one before; ties: by name). Rankers present
+from the first epoch are never "detected".
 
 A ``rollback`` or ``canary_end`` of R newer than R's start (its ``canary_start``, resp. its ``deploy``;
 for a canary without a ``canary_start``, any such event) ends R's comparison: none is returned for it.
 Events with equal times are ordered as given. Each pair gives one comparison per metric (DCG, PNR); the
 result is sorted by bucket (head, torso, tail, then others by name), kind, candidate, baseline, metric.
-
-For a comparison of the canary period only, pass totals accumulated since the canary started (the
-cumulative Stats now minus those at the start, field by field: Stats are sums).
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from monitor.core.canary.compare import Verdict, compare
 from monitor.core.canary.config import CanaryConfig
 from monitor.core.canary.estimates import METRICS
 from monitor.core.events import BUCKETS, Deploy
+from monitor.core.stream.history import History
 from monitor.core.stream.session import split_group
 from monitor.core.stream.stats import Stats, add
 
@@ -73,43 +83,80 @@ def _pair(bucket: str, kind: str, baseline: tuple[str, Stats], candidate: tuple[
                        compare(baseline[1], candidate[1], metric, config)) for metric in METRICS]
 
 
-def comparisons(totals: Mapping[str, Mapping[str, float]], deploys: Sequence[Deploy],
-                config: CanaryConfig) -> list[Comparison]:
+def detect_deploys(history: History, deploys: Sequence[Deploy]) -> list[Deploy]:
+    """The deploys the impressions show but no ``deploy`` event names (module docstring), by time."""
+    named = {d.ranker for d in deploys if d.kind == "deploy"}
+    plain = {ranker: span for (arm, ranker), span in history.seen.items() if arm == "plain"}
+    out = []
+    for ranker, (first, last) in sorted(plain.items()):
+        if ranker in named or last - first < history.width:
+            continue
+        epoch = history.epoch(first)
+        before = [(last, other) for other, (other_first, last) in plain.items()
+                  if other != ranker and history.epoch(other_first) < epoch
+                  and history.epoch(last) >= epoch - 1]
+        if before:
+            previous = min(before, key=lambda item: (-item[0], item[1]))[1]
+            out.append(Deploy("deploy", ranker, first, previous=previous))
+    return sorted(out, key=lambda d: (d.ts, d.ranker))
+
+
+def first_epoch(history: History, deploys: Sequence[Deploy], config: CanaryConfig) -> int | None:
+    """The oldest epoch any comparison may read (a reader need not load older ones); None: no deploy
+    event and no canary seen, so no epoch is needed."""
+    every = [*deploys, *detect_deploys(history, deploys)]
+    starts = [d.ts for d in every if d.kind == "canary_start"]
+    starts.extend(d.ts - config.baseline_window for d in every if d.kind == "deploy" and d.previous)
+    starts.extend(first for (arm, _), (first, _) in history.seen.items() if arm == "canary")
+    return history.epoch(min(starts)) if starts else None
+
+
+def comparisons(history: History, deploys: Sequence[Deploy], config: CanaryConfig) -> list[Comparison]:
     """Every live comparison (module docstring), sorted."""
-    events = [((d.ts, i), d) for i, d in enumerate(deploys)]
-    groups: dict[str, dict[tuple[str, str], Stats]] = {}
-    for key, stats in totals.items():
-        bucket, ranker, variant = split_group(key)
-        add(groups.setdefault(bucket, {}).setdefault((ranker, variant), {}), stats)
+    events = [((d.ts, i), d) for i, d in enumerate([*deploys, *detect_deploys(history, deploys)])]
+    buckets = {split_group(g)[0] for groups in history.epochs.values() for g in groups}
     out: list[Comparison] = []
-    for bucket in sorted(groups, key=_bucket_order):
-        arms = groups[bucket]
-        out.extend(_canaries(bucket, arms, events, config))
-        out.extend(_deploys(bucket, arms, events, config))
+    for bucket in sorted(buckets, key=_bucket_order):
+        out.extend(_canaries(bucket, history, events, config))
+        out.extend(_deploys(bucket, history, events, config))
     kinds = {kind: i for i, kind in enumerate(KINDS)}
     metrics = {metric: i for i, metric in enumerate(METRICS)}
     return sorted(out, key=lambda c: (_bucket_order(c.bucket), kinds[c.kind], c.candidate, c.baseline,
                                       metrics[c.metric]))
 
 
-def _canaries(bucket: str, arms: Mapping[tuple[str, str], Stats],
-              events: Sequence[tuple[Order, Deploy]], config: CanaryConfig) -> list[Comparison]:
-    controls = {ranker: stats for (ranker, variant), stats in arms.items() if variant == "control"}
+def _arms(history: History, bucket: str, first: int | None,
+          last: int | None = None) -> dict[tuple[str, str], Stats]:
+    """(ranker, variant) → stats of ``bucket``'s groups over the epochs ``first`` … ``last``."""
+    out: dict[tuple[str, str], Stats] = {}
+    for group, stats in history.totals(first, last).items():
+        group_bucket, ranker, variant = split_group(group)
+        if group_bucket == bucket:
+            add(out.setdefault((ranker, variant), {}), stats)
+    return out
+
+
+def _canaries(bucket: str, history: History, events: Sequence[tuple[Order, Deploy]],
+              config: CanaryConfig) -> list[Comparison]:
     out: list[Comparison] = []
-    if not controls:
-        return out
-    for (ranker, variant), stats in sorted(arms.items()):
-        if variant != "canary":
-            continue
+    candidates = sorted({ranker for (ranker, variant) in _arms(history, bucket, None) if variant == "canary"})
+    for ranker in candidates:
         start = _latest(events, ranker, "canary_start")
         if _ended(events, ranker, None if start is None else start[0]):
+            continue
+        since = start[1].ts if start is not None else history.seen.get(("canary", ranker), (None, None))[0]
+        arms = _arms(history, bucket, None if since is None else history.epoch(since))
+        controls = {r: stats for (r, variant), stats in arms.items()
+                    if variant == "control" and stats.get("sessions", 0.0) > 0}
+        if not controls:
             continue
         named = None if start is None else start[1].previous
         if named is not None and named in controls:
             baseline = named
         else:
             baseline = min(controls, key=lambda r: (-controls[r].get("sessions", 0.0), r))
-        out.extend(_pair(bucket, "canary", (baseline, controls[baseline]), (ranker, stats), config))
+        out.extend(_pair(bucket, "canary", (baseline, controls[baseline]),
+                         (ranker, arms.get((ranker, "canary"), {})), config))
     return out
 
 
@@ -123,8 +170,8 @@ def _plain(arms: Mapping[tuple[str, str], Stats], ranker: str) -> Stats | None:
     return merged
 
 
-def _deploys(bucket: str, arms: Mapping[tuple[str, str], Stats],
-             events: Sequence[tuple[Order, Deploy]], config: CanaryConfig) -> list[Comparison]:
+def _deploys(bucket: str, history: History, events: Sequence[tuple[Order, Deploy]],
+             config: CanaryConfig) -> list[Comparison]:
     out: list[Comparison] = []
     latest: dict[str, tuple[Order, Deploy]] = {}
     for order, d in events:
@@ -136,7 +183,10 @@ def _deploys(bucket: str, arms: Mapping[tuple[str, str], Stats],
             continue
         if any(d.kind == "deploy" and d.previous == ranker and o > order for o, d in events):
             continue
-        candidate, baseline = _plain(arms, ranker), _plain(arms, previous)
+        epoch = history.epoch(deploy.ts)
+        back = history.epoch(deploy.ts - config.baseline_window)
+        candidate = _plain(_arms(history, bucket, epoch), ranker)
+        baseline = _plain(_arms(history, bucket, back, epoch), previous)
         if candidate is None and baseline is None:
             continue
         out.extend(_pair(bucket, "deploy", (previous, baseline or {}), (ranker, candidate or {}), config))

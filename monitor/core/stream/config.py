@@ -47,6 +47,8 @@ class StreamConfig:
     sketch_width: int = 2048
     sketch_depth: int = 4
     max_closes_per_step: int = 200
+    epoch: float = 900.0                 # canary history: session statistics summed per epoch of this width
+    history: float = 7 * 86400.0         # ... kept this long (the oldest deploy a comparison can reach)
 
     def __post_init__(self) -> None:
         _per_bucket("k", self.k, 1)
@@ -55,13 +57,16 @@ class StreamConfig:
                 raise ConfigError(f"k[{bucket}] must be an integer, got {k!r}")
         _per_bucket("budget", self.budget, 0)
         positive = {"join_window": self.join_window, "state_ttl": self.state_ttl,
-                    "budget_period": self.budget_period, "frequency_window": self.frequency_window}
+                    "budget_period": self.budget_period, "frequency_window": self.frequency_window,
+                    "epoch": self.epoch, "history": self.history}
         for name, value in positive.items():
             if not (math.isfinite(value) and value > 0):
                 raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
         if self.state_ttl < self.join_window:
             raise ConfigError(f"state_ttl ({self.state_ttl}) must be at least "
                               f"join_window ({self.join_window})")
+        if self.history < self.epoch:
+            raise ConfigError(f"history ({self.history}) must be at least epoch ({self.epoch})")
         if not 0.0 <= self.min_coverage <= 1.0:
             raise ConfigError(f"min_coverage must be in [0, 1], got {self.min_coverage!r}")
         if not self.windows:

@@ -29,6 +29,7 @@ from monitor.core.events import Annotation, Deploy, Event, Impression, Label
 from monitor.core.grades import Scale, TrecScale
 from monitor.core.judged import JudgedList
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.history import arm_of
 from monitor.core.stream.session import SessionRecord, query_key
 from monitor.core.stream.sketch import Cell, cell_field, classify, estimate, sketch_cells
 from monitor.core.stream.stats import Stats, expired_stats, negated, session_stats
@@ -82,6 +83,7 @@ class Transition:
     pending_queries: list[tuple[str, str]] = field(default_factory=list)  # (query key, session id)
     requests: list[AnnotationRequest] = field(default_factory=list)
     deploys: list[Deploy] = field(default_factory=list)
+    seen: tuple[str, str, float] | None = None                            # (arm, ranker, ts) of an impression
 
 
 def max_level(scale: Scale) -> float:
@@ -157,6 +159,7 @@ def _on_impression(event: Impression, loaded: Loaded, config: StreamConfig, scal
     out.sketch = [(current, cell_field(cell)) for cell in cells]
     variant = event.variant or "control"
     group = f"{bucket}|{event.ranker}|{variant}"
+    out.seen = (arm_of(variant), event.ranker, event.ts)
     out.counters.append((group, "impressions", 1.0))
     share = config.budget[bucket] / partitions
     sampled = bool(loaded.query_labels) or loaded.budget_used.get(bucket, 0.0) < share

@@ -1,0 +1,96 @@
+"""What the canary comparisons read: net session statistics per event-time epoch, and when each ranker
+was first and last seen.
+
+Every session delta the join emits (``Transition.deltas``: event time, group, stats) is also added to the
+epoch that holds its session's time: epoch ``e = floor(ts / width)`` covers ``[e·width, (e+1)·width)``
+(``StreamConfig.epoch``, 15 minutes by default). So the statistics of the sessions of a period (since a
+canary started, the day before a deploy) are a sum of epochs, exact to one epoch at each end, and they
+are kept for ``StreamConfig.history`` (7 days), not forever. Sums are order-free, so every partition,
+worker and replay gets the same epochs.
+
+Every impression (sampled or not) also reports its ranker, its arm (``canary`` for the canary variant,
+``plain`` for control or none) and its time; :class:`Seen` keeps the first and the last time per
+(arm, ranker): minimum and maximum, order-free again. That is how a ranker version that appears in the
+impressions without a deploy event is detected (``monitor.core.canary.pairing``).
+
+>>> h = History(3600.0, {0: {"tail|a|control": {"sessions": 2.0}}, 1: {"tail|a|control": {"sessions": 3.0}}})
+>>> h.totals(1)["tail|a|control"]["sessions"], h.totals()["tail|a|control"]["sessions"]
+(3.0, 5.0)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from monitor.core.stream.stats import Stats, add
+
+ARMS = ("plain", "canary")
+Seen = dict[tuple[str, str], tuple[float, float]]  # (arm, ranker) -> (first ts, last ts)
+
+
+def epoch_of(ts: float, width: float) -> int:
+    return math.floor(ts / width)
+
+
+def arm_of(variant: str) -> str:
+    """``canary`` for the canary variant, ``plain`` for control and for no variant."""
+    return "canary" if variant == "canary" else "plain"
+
+
+def see(into: Seen, arm: str, ranker: str, first: float, last: float | None = None) -> None:
+    """Widen the (first, last) interval of ``(arm, ranker)`` to cover ``first`` … ``last``."""
+    last = first if last is None else last
+    old = into.get((arm, ranker))
+    into[(arm, ranker)] = (first, last) if old is None else (min(old[0], first), max(old[1], last))
+
+
+def merge_seen(parts: Iterable[Mapping[tuple[str, str], tuple[float, float]]]) -> Seen:
+    out: Seen = {}
+    for part in parts:
+        for (arm, ranker), (first, last) in part.items():
+            see(out, arm, ranker, first, last)
+    return out
+
+
+@dataclass(frozen=True)
+class History:
+    """``epochs``: epoch index → group (``bucket|ranker|variant``) → net stats of its sessions (those
+    loaded: a reader may load only the epochs it needs); ``seen``: (arm, ranker) → (first, last) time."""
+
+    width: float
+    epochs: Mapping[int, Mapping[str, Stats]]
+    seen: Mapping[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+
+    def epoch(self, ts: float) -> int:
+        return epoch_of(ts, self.width)
+
+    def totals(self, first: int | None = None, last: int | None = None) -> dict[str, Stats]:
+        """Group → the sum of the epochs ``first`` … ``last`` (inclusive; None: unbounded)."""
+        out: dict[str, Stats] = {}
+        for index, groups in self.epochs.items():
+            if (first is not None and index < first) or (last is not None and index > last):
+                continue
+            for group, stats in groups.items():
+                add(out.setdefault(group, {}), stats)
+        return out
+
+
+def add_epoch(epochs: dict[int, dict[str, Stats]], ts: float, width: float, group: str,
+              delta: Mapping[str, float]) -> None:
+    add(epochs.setdefault(epoch_of(ts, width), {}).setdefault(group, {}), delta)
+
+
+def prune_epochs(epochs: dict[int, dict[str, Stats]], watermark: float, width: float,
+                 keep: float) -> None:
+    """Forget the epochs that ended more than ``keep`` seconds before ``watermark``."""
+    oldest = epoch_of(watermark - keep, width)
+    for index in [i for i in epochs if i < oldest]:
+        del epochs[index]
+
+
+def prune_seen(seen: Seen, watermark: float, keep: float) -> None:
+    """Forget rankers not seen for ``keep`` seconds (what is forgotten is never compared again)."""
+    for key in [k for k, (_, last) in seen.items() if last < watermark - keep]:
+        del seen[key]
