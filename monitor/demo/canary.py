@@ -2,8 +2,9 @@
 
 :class:`VerdictRow` is one comparison (bucket, metric, canary vs baseline: verdict, relative effect and
 its always-valid confidence sequence); :class:`AlertNote` one notification (firing or resolved) with its
-event time and wall offset. A :class:`Judge` turns the cumulative totals and the deploys seen into both;
-:class:`CanaryJudge` is the one the demo and replays use, an adapter to :mod:`monitor.core.canary`.
+event time and wall offset. A :class:`Judge` turns the pipeline's history (statistics per epoch) and
+the deploys seen into both; :class:`CanaryJudge` is the one the demo and replays use, an adapter to
+:mod:`monitor.core.canary`.
 """
 
 from __future__ import annotations

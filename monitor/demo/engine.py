@@ -3,7 +3,7 @@
 Raw events go into :class:`~monitor.pipeline.memory.MemoryPipeline` exactly as the worker's consumer hands
 them over (topic, key, value bytes). Whenever the watermark (largest impression time) enters a new cell of
 the ``sample_every`` grid, the engine takes a snapshot (what ``/metrics`` serves), asks the canary judge
-for its verdicts on the cumulative totals, collects the alert notifications it gives, and records a
+for its verdicts on the pipeline's history, collects the alert notifications it gives, and records a
 point. Because sampling follows event time, not the wall clock, a paced demo, a fast one and a replay of
 the same stream record the same points and fire the same alerts at the same event times.
 

@@ -74,7 +74,8 @@ def render(engine: Engine, header: Header, window: str = VIEW_WINDOW) -> list[st
     if not groups:
         lines.append("  (no session scored in the window yet)")
     if engine.verdicts:
-        lines.append("canary vs control (cumulative): relative change [95% confidence sequence] verdict")
+        lines.append("canary vs control (since the canary started): relative change "
+                     "[95% confidence sequence] verdict")
         cells: dict[str, list[str]] = {}
         for v in engine.verdicts:
             cells.setdefault(v.bucket, []).append(
