@@ -113,6 +113,21 @@ Event = Impression | Annotation | Deploy
 DEFAULT_LIMITS = Limits()
 
 
+def _show(value: object) -> str:
+    """``repr`` of a bad value, cut to 64 characters (an integer of a thousand digits is valid JSON)."""
+    text = repr(value)
+    return text if len(text) <= 64 else f"{text[:61]}..."
+
+
+def _finite(value: int | float) -> float | None:
+    """``value`` as a finite float, or None (NaN, ±inf, or an integer too large for a float)."""
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _text(obj: dict[str, Any], key: str, limit: int, required: bool = True) -> str | None:
     value = obj.get(key)
     if value is None:
@@ -137,9 +152,10 @@ def _timestamp(obj: dict[str, Any], key: str, required: bool) -> float | None:
     if isinstance(value, bool):
         raise EventError(key, "expected epoch seconds or an ISO-8601 time, got a boolean")
     if isinstance(value, (int, float)):
-        if not math.isfinite(value) or value < 0:
-            raise EventError(key, f"not a valid epoch time: {value!r}")
-        return float(value)
+        number = _finite(value)
+        if number is None or number < 0:
+            raise EventError(key, f"not a valid epoch time: {_show(value)}")
+        return number
     if isinstance(value, str):
         try:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -174,7 +190,7 @@ def _results(value: object, limits: Limits) -> tuple[Result, ...]:
         if isinstance(position, bool) or not isinstance(position, int):
             raise EventError(f"{where}.position", "missing" if position is None else "expected an integer")
         if position < 1:
-            raise EventError(f"{where}.position", f"must be ≥ 1, got {position}")
+            raise EventError(f"{where}.position", f"position must be ≥ 1, got {_show(position)}")
         if position in positions:
             raise EventError(f"{where}.position", f"duplicate position {position}")
         if doc in docs:
@@ -183,9 +199,10 @@ def _results(value: object, limits: Limits) -> tuple[Result, ...]:
         if score is not None:
             if isinstance(score, bool) or not isinstance(score, (int, float)):
                 raise EventError(f"{where}.score", "expected a number")
-            if not math.isfinite(score):
-                raise EventError(f"{where}.score", f"not a finite number: {score!r}")
-            score = float(score)
+            number = _finite(score)
+            if number is None:
+                raise EventError(f"{where}.score", f"not a finite number: {_show(score)}")
+            score = number
         positions.add(position)
         docs.add(doc)
         out.append(Result(doc, position, score))
@@ -202,6 +219,8 @@ def _grade(value: object, scale: Scale, where: str) -> Grade:
         return scale.parse(value)
     except GradeError as error:
         raise EventError(where, str(error)) from None
+    except OverflowError:  # an integer too large for a float, on a scale of integer grades
+        raise EventError(where, f"unknown grade {_show(value)}: too large") from None
 
 
 def _labels(obj: dict[str, Any], scale: Scale, limits: Limits) -> tuple[Label, ...]:
@@ -283,7 +302,35 @@ def decode_event(raw: bytes, scale: Scale, limits: Limits = DEFAULT_LIMITS) -> E
         raise EventError("", f"invalid JSON: {error}") from None
     except RecursionError:
         raise EventError("", "invalid JSON: nested too deeply") from None
+    if b"\\ud" in raw or b"\\uD" in raw:  # an escaped surrogate: is every one half of a pair?
+        _reject_lone_surrogates(obj)
     return parse_event(obj, scale, limits)
+
+
+def _reject_lone_surrogates(obj: object) -> None:
+    """A JSON escape such as ``"\\ud800"`` that is not half of a surrogate pair decodes to a string no
+    UTF-8 encoder accepts (RFC 8259 §8.2): refuse the event at the edge instead of failing later on a
+    Redis key or a partition hash. Walked without recursion (the value may be nested 900 deep)."""
+    stack: list[tuple[str, object]] = [("", obj)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                path = f"{where}.{key}" if where else str(key)
+                _check_utf8(where, key)
+                stack.append((path, item))
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", item) for i, item in enumerate(value))
+        elif isinstance(value, str):
+            _check_utf8(where, value)
+
+
+def _check_utf8(where: str, text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        code = ord(text[error.start])
+        raise EventError(where, f"not UTF-8 (unpaired surrogate \\u{code:04x} in a JSON string)") from None
 
 
 def _reject_constant(name: str) -> float:

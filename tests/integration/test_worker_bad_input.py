@@ -1,0 +1,158 @@
+"""Bad input on real Kafka and Redis: over 10,000 malformed events mixed into a valid stream, one worker.
+
+The valid stream is the simulator's (3,000 sessions: late, early, corrected, query-level and missing
+labels, deploys; no invalid events of its own). The corpus (monitor/sim/corpus.py) adds at least 10,000
+malformed events, every kind in equal numbers, at random places of the impressions, annotations and
+deploys topics: bytes (truncated, not JSON, not UTF-8, UTF-16, overlong UTF-8, a BOM, unpaired surrogate
+escapes, NaN/Infinity tokens, deep nesting), values that are not one object, wrong types, missing fields,
+non-finite and overflowing numbers, negative/zero/duplicate/missing/gapped positions, result and grade
+lists past the limits, unknown grades, oversized strings (up to 180 KB), unknown schema versions and
+types, events on another type's topic, and fuzzed values (random truncations, byte flips of valid events,
+random bytes). Labels for documents or sessions never shown are valid events (docs/events.md) and are
+mixed in too, as are the fuzzed values that still decode.
+
+After the worker drains it:
+
+* the dead-letter topic holds every malformed event exactly once, byte for byte, with its key, the
+  reason code the corpus expects in ``monitor.error.code``, a ``field: reason`` holding the expected
+  message, and where it came from (topic, the key's partition, distinct offsets);
+* ``search_relevance_dead_letters_total{reason}`` equals the corpus's count per reason code;
+* the worker process never exited or restarted: same PID alive and answering, no traceback, no
+  ``processing_error``;
+* every relevance series equals ``MemoryPipeline`` run on the valid events only (the accepted samples
+  included, nothing rejected), with the comparison of tests/integration/test_worker_e2e.py.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from monitor.core.grades import SEED_SCALE
+from monitor.core.stream.partition import partition_for
+from monitor.export.prometheus import RelevanceCollector
+from monitor.pipeline.memory import MemoryPipeline
+from monitor.sim import SimConfig, simulate
+from monitor.sim.corpus import build_corpus, interleave
+from monitor.sim.records import SimEvent
+from tests.integration.test_worker_e2e import CONFIG, CONFIG_TOML, assert_same, comparable
+from tests.integration.worker_harness import (
+    Group,
+    Samples,
+    Stream,
+    flush_events,
+    parse_metrics,
+    read_topic,
+)
+
+pytestmark = pytest.mark.integration
+
+SESSIONS = 3000
+MALFORMED = 10_000
+SEED = 31
+NOT_RELEVANCE = ("search_relevance_canary_", "search_relevance_deploy_", "search_relevance_dead_letters")
+FORBIDDEN_IN_LOG = ("Traceback", "processing failed", "failed; retrying", "crashed", "Restarting")
+
+
+def relevance(samples: Samples) -> Samples:
+    """The relevance series (windows, counters, session statistics): not the canary verdicts, which the
+    test of the canary covers, nor the dead letters, compared with the corpus instead."""
+    return {key: value for key, value in samples.items() if not key[0].startswith(NOT_RELEVANCE)}
+
+
+def in_process(records: Iterable[SimEvent], partitions: int) -> Samples:
+    """What the in-process core (``MemoryPipeline``, Kafka's partitioner) exports for valid ``records``,
+    in order: the relevance series only. Fails if one of them is not a valid event."""
+    memory = MemoryPipeline(CONFIG, SEED_SCALE, partitions=partitions)
+    for record in records:
+        memory.submit(record.topic, record.key, record.value)
+    assert not memory.dead_letters, memory.dead_letters[0]
+    registry = CollectorRegistry()
+    snapshot = memory.snapshot()
+    registry.register(RelevanceCollector(lambda: snapshot))
+    return relevance(parse_metrics(generate_latest(registry).decode()))
+
+
+def scored_sessions(samples: Samples) -> float:
+    """Sessions scored in the 24h window, over every group."""
+    return sum(v for (n, labels), v in samples.items()
+               if n == "search_relevance_sessions_scored" and ("window", "24h") in labels)
+
+
+def test_ten_thousand_malformed_events_become_dead_letters_and_leave_the_numbers_alone(
+        kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = simulate(SimConfig(seed=SEED, n_sessions=SESSIONS, duration_s=6 * 3600, bucket_hint_share=1.0,
+                                invalid_rate=0.0))
+    corpus = build_corpus(result.events, malformed=MALFORMED, seed=SEED)
+    malformed = [s for s in corpus if s.rejected]
+    assert len(malformed) >= MALFORMED
+    stream = Stream(kafka_bootstrap)
+    flush = flush_events(stream, max(e.ts for e in result.events) + CONFIG.join_window + 1)
+    records = [*interleave(result.events, corpus, seed=SEED), *flush]
+    valid = [r for r in records if r.expected_error is None]
+    assert len(valid) == len(result.events) + len(flush) + len(corpus) - len(malformed)
+
+    expected = in_process(valid, stream.partitions)  # the accepted samples are valid events indeed
+    assert scored_sessions(expected) > SESSIONS // 2  # the comparison below is about real numbers
+
+    assert stream.send(records) == len(records)
+    group = Group(stream, redis_url, tmp_path, "bad-input", CONFIG_TOML)
+    try:
+        worker = group.start()
+        pid = worker.process.pid
+        drain_started = time.monotonic()
+        group.drain()
+        drained = time.monotonic() - drain_started
+        got = parse_metrics(worker.metrics_text())
+
+        # the worker never exited nor restarted
+        assert worker.process.poll() is None and worker.process.pid == pid and os.path.exists(f"/proc/{pid}")
+        assert group.restarts_seen() == []
+        assert worker.ready()
+        log = worker.log.read_text(errors="replace")
+        for needle in FORBIDDEN_IN_LOG:
+            assert needle not in log, f"{needle!r} in the worker's log:\n{log[-4000:]}"
+        consumed = sum(v for (n, _), v in got.items() if n == "search_relevance_events_total")
+        assert consumed >= len(records)
+
+        # every malformed event in the dead-letter topic exactly once, byte for byte, with its reason
+        dead = read_topic(kafka_bootstrap, group.outputs.dead_letters)
+        role = {name: r for r, name in stream.topics.items()}
+        got_letters = Counter((role[h["monitor.source.topic"].decode()], key, value, h["monitor.error.code"].decode())
+                              for key, value, h in dead)
+        want_letters = Counter((s.topic, s.key, s.value, s.code) for s in malformed)
+        assert got_letters == want_letters, (sum((want_letters - got_letters).values()),
+                                             sum((got_letters - want_letters).values()))
+        expected_message = {(s.topic, s.key, s.value): s.expected for s in malformed}
+        sources = set()
+        for key, value, headers in dead:
+            topic = role[headers["monitor.source.topic"].decode()]
+            partition = int(headers["monitor.source.partition"])
+            assert key is not None and partition == partition_for(key, stream.partitions)
+            sources.add((topic, partition, int(headers["monitor.source.offset"])))
+            message = f"{headers['monitor.error.field'].decode()}: {headers['monitor.error.reason'].decode()}"
+            want = expected_message[(topic, key, value)]
+            assert want is None or want in message, (want, message)
+        assert len(sources) == len(dead)
+
+        # the dead-letter counters by reason equal the corpus's counts
+        counted = {dict(labels)["reason"]: v for (n, labels), v in got.items()
+                   if n == "search_relevance_dead_letters_total"}
+        assert counted == dict(Counter(s.code for s in malformed))
+
+        # the valid events' numbers are what the in-process core makes of the valid events alone
+        assert_same(relevance(got), expected)
+        assert len(comparable(expected)) > 100
+    finally:
+        group.stop()
+    print(f"\n{len(malformed)} malformed + {len(records) - len(malformed)} valid messages "
+          f"({len(corpus) - len(malformed)} accepted samples); drained in {drained:.1f} s; "
+          f"dead letters by reason: {dict(sorted(counted.items()))}; "
+          f"whole test {time.monotonic() - started:.1f} s")
