@@ -40,6 +40,7 @@ PACKAGE_OF: dict[str, str] = {
     "promtool": "prometheus",
     "prometheus-alertmanager": "prometheus-alertmanager",
     "amtool": "prometheus-alertmanager",
+    "openssl": "openssl",  # the throwaway CA and certificates of the secured servers (tls.py)
 }
 
 #: The binaries each server needs.

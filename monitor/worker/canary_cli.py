@@ -59,7 +59,8 @@ async def fetch(settings: Any) -> list[Comparison]:
     from monitor.pipeline.redis_state import RedisState
     from monitor.worker.canary import current
 
-    redis = Redis.from_url(settings.redis_url, socket_connect_timeout=5, socket_timeout=30)
+    redis = Redis.from_url(settings.redis_url, socket_connect_timeout=5, socket_timeout=30,
+                           **settings.redis_options())
     try:
         state = RedisState(redis, settings.stream, settings.grade_scale(), settings.partitions,
                            prefix=settings.redis_prefix)

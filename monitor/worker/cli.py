@@ -44,7 +44,8 @@ def main(argv: Sequence[str]) -> int:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         partitions = asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topics, settings.partitions,
-                                               settings.replication_factor))
+                                               settings.replication_factor,
+                                               security=settings.kafka_security()))
     except SettingsError as error:
         sys.stderr.write(f"monitor worker: {error}\n")
         return 2

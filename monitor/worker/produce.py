@@ -2,8 +2,8 @@
 
 The traffic generator of the compose stack and of the end-to-end tests and benchmarks: impressions,
 labels (late, duplicated, corrected, query-level, missing), deploys and, with ``--invalid-rate``, invalid
-events, each keyed as docs/events.md says. Topic names and the bootstrap address come from the same
-settings as the worker (``MONITOR_*``), or the options.
+events, each keyed as docs/events.md says. Topic names, the bootstrap address and the Kafka security
+settings (SASL, TLS) come from the same settings as the worker (``MONITOR_*``), or the options.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from monitor.sim import SimConfig, generate
 from monitor.sim.records import SimEvent
+from monitor.worker.security import KafkaSecurity
 from monitor.worker.settings import SettingsError, load_settings
 
 
@@ -41,12 +42,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def produce(bootstrap: str, topics: dict[str, str], events: Iterable[SimEvent],
-                  rate: float = 0.0) -> int:
-    """Send ``events`` in order (sim topic → Kafka topic name); return how many were sent."""
+                  rate: float = 0.0, security: KafkaSecurity | None = None) -> int:
+    """Send ``events`` in order (sim topic → Kafka topic name); return how many were sent.
+    ``security``: how to connect (SASL, TLS; default plaintext)."""
     from aiokafka import AIOKafkaProducer  # type: ignore[import-untyped]
 
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
-                                max_batch_size=256 * 1024, enable_idempotence=True)
+                                max_batch_size=256 * 1024, enable_idempotence=True,
+                                **(security or KafkaSecurity()).aiokafka_options())
     await producer.start()
     sent, started = 0, time.monotonic()
     try:
@@ -90,7 +93,7 @@ def main(argv: Sequence[str]) -> int:
 
     try:
         asyncio.run(ensure_topics(bootstrap, settings.topics, settings.partitions,
-                                  settings.replication_factor))
+                                  settings.replication_factor, security=settings.kafka_security()))
     except SettingsError as error:
         sys.stderr.write(f"monitor produce: {error}\n")
         return 2
@@ -98,7 +101,7 @@ def main(argv: Sequence[str]) -> int:
     while True:
         this = replace(config, seed=config.seed + run, start_ts=config.start_ts + run * config.duration_s,
                        id_prefix=f"r{run}-")
-        sent = asyncio.run(produce(bootstrap, names, generate(this), args.rate))
+        sent = asyncio.run(produce(bootstrap, names, generate(this), args.rate, settings.kafka_security()))
         sys.stderr.write(f"monitor produce: run {run}: {sent} messages to {bootstrap}\n")
         run += 1
         if not args.forever:

@@ -12,6 +12,7 @@ import asyncio
 import logging
 from typing import Any
 
+from monitor.worker.security import KafkaSecurity
 from monitor.worker.settings import SettingsError, Topics
 
 log = logging.getLogger("monitor.worker")
@@ -32,13 +33,18 @@ async def _describe(admin: Any, names: list[str]) -> dict[str, int]:
 
 
 async def ensure_topics(bootstrap: str, topics: Topics, partitions: int, replication: int = 1,
-                        timeout: float = 60.0) -> int:
-    """Create missing topics with ``partitions``; return the source topics' common partition count."""
+                        timeout: float = 60.0, security: KafkaSecurity | None = None) -> int:
+    """Create missing topics with ``partitions``; return the source topics' common partition count.
+
+    ``security``: how to connect (SASL, TLS; default plaintext). A refused login or certificate looks
+    like a broker that does not answer yet to aiokafka (it logs the reason at each try), so it is waited
+    for like one, and the final error names the protocol to check."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
     from aiokafka.errors import TopicAlreadyExistsError  # type: ignore[import-untyped]
 
     names = [topics.impressions, topics.annotations, topics.deploys, topics.dead_letters, topics.requests]
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000),
+                                **(security or KafkaSecurity()).aiokafka_options())
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         try:
@@ -46,8 +52,11 @@ async def ensure_topics(bootstrap: str, topics: Topics, partitions: int, replica
             break
         except Exception as error:  # the broker is not up yet: wait for it, as the worker would
             if asyncio.get_running_loop().time() > deadline:
+                protocol = (security or KafkaSecurity()).protocol
+                hint = "" if protocol == "PLAINTEXT" else (f"; or it refused this client's {protocol} "
+                                                           "login or certificate (the log says which)")
                 raise SettingsError(f"MONITOR_KAFKA_BOOTSTRAP: no broker answers at {bootstrap} "
-                                    f"({type(error).__name__})") from None
+                                    f"({type(error).__name__}){hint}") from None
             log.warning("waiting for Kafka at %s (%s)", bootstrap, type(error).__name__)
             await asyncio.sleep(1.0)
     try:

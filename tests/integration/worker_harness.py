@@ -32,6 +32,7 @@ from monitor.core.stream.partition import partition_for
 from monitor.services.ports import free_port
 from monitor.sim.records import SimEvent
 from monitor.worker.produce import produce
+from monitor.worker.security import KafkaSecurity
 from monitor.worker.settings import Topics
 from monitor.worker.topics import ensure_topics
 
@@ -45,6 +46,12 @@ class Stream:
     bootstrap: str
     tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     partitions: int = 4
+    security: KafkaSecurity | None = None
+    """How the harness's own Kafka clients connect (SASL, TLS); the workers get theirs from ``extra_env``."""
+
+    def kafka_options(self) -> dict[str, Any]:
+        """Keyword arguments of aiokafka clients for :attr:`security` (plaintext when it is None)."""
+        return (self.security or KafkaSecurity()).aiokafka_options()
 
     @property
     def topics(self) -> dict[str, str]:
@@ -55,8 +62,8 @@ class Stream:
         t = self.topics
         outputs = Topics(t["impressions"], t["annotations"], t["deploys"], f"e2e-{self.tag}-unused-dead-letters",
                          f"e2e-{self.tag}-unused-requests")
-        asyncio.run(ensure_topics(self.bootstrap, outputs, self.partitions))
-        return asyncio.run(produce(self.bootstrap, self.topics, events))
+        asyncio.run(ensure_topics(self.bootstrap, outputs, self.partitions, security=self.security))
+        return asyncio.run(produce(self.bootstrap, self.topics, events, security=self.security))
 
 
 @dataclass
@@ -149,10 +156,12 @@ class Group:
         self.workers.append(worker)
         return worker
 
-    def cli(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-        """Run ``monitor <args>`` with this group's settings (same ``MONITOR_*`` environment as its workers)."""
-        return subprocess.run([sys.executable, "-m", "monitor", *args], env=self.env(0), capture_output=True,
-                              text=True, timeout=timeout)
+    def cli(self, *args: str, timeout: float = 60.0,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """Run ``monitor <args>`` with this group's settings (same ``MONITOR_*`` environment as its workers,
+        then ``env`` over them)."""
+        return subprocess.run([sys.executable, "-m", "monitor", *args], env={**self.env(0), **(env or {})},
+                              capture_output=True, text=True, timeout=timeout)
 
     def kill(self, worker: Worker) -> None:
         worker.process.send_signal(signal.SIGKILL)
@@ -178,8 +187,8 @@ class Group:
 
 
 async def _positions(stream: Stream, group: str) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=stream.bootstrap)
-    consumer = AIOKafkaConsumer(bootstrap_servers=stream.bootstrap)
+    admin = AIOKafkaAdminClient(bootstrap_servers=stream.bootstrap, **stream.kafka_options())
+    consumer = AIOKafkaConsumer(bootstrap_servers=stream.bootstrap, **stream.kafka_options())
     await admin.start()
     await consumer.start()
     try:
@@ -263,8 +272,10 @@ def flush_events(stream: Stream, ts: float, prefix: str = "flush") -> list[SimEv
     return out
 
 
-async def _read_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> list[tuple[bytes | None, bytes, dict[str, bytes]]]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False)
+async def _read_topic(bootstrap: str, topic: str, timeout: float = 30.0,
+                      security: KafkaSecurity | None = None) -> list[tuple[bytes | None, bytes, dict[str, bytes]]]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False,
+                                **(security or KafkaSecurity()).aiokafka_options())
     await consumer.start()
     try:
         partitions = [TopicPartition(topic, p) for p in (consumer.partitions_for_topic(topic) or set())]
@@ -290,5 +301,7 @@ async def _read_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> list
         await consumer.stop()
 
 
-def read_topic(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes, dict[str, bytes]]]:
-    return asyncio.run(_read_topic(bootstrap, topic))
+def read_topic(bootstrap: str, topic: str,
+               security: KafkaSecurity | None = None) -> list[tuple[bytes | None, bytes, dict[str, bytes]]]:
+    """Every message of ``topic`` (``security``: how to connect; plaintext by default)."""
+    return asyncio.run(_read_topic(bootstrap, topic, security=security))

@@ -263,7 +263,8 @@ def test_worker_environment_comes_from_the_configmap_and_the_secret() -> None:
     (container,) = the("Deployment")["spec"]["template"]["spec"]["containers"]
     assert container["envFrom"] == [{"configMapRef": {"name": the("ConfigMap")["metadata"]["name"]}}]
     secrets = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"]}
-    assert set(secrets) == {"MONITOR_REDIS_URL", "MONITOR_DEPLOY_TOKEN"}
+    assert set(secrets) == {"MONITOR_REDIS_URL", "MONITOR_DEPLOY_TOKEN", "MONITOR_KAFKA_SASL_USERNAME",
+                            "MONITOR_KAFKA_SASL_PASSWORD"}
     example = the_example_secret()
     for ref in secrets.values():
         assert ref["name"] == example["metadata"]["name"] and ref["key"] in example["stringData"]

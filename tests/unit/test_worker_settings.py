@@ -1,16 +1,24 @@
-"""The worker's settings: file then environment, errors that name the setting and its source; the outbox
+"""The worker's settings: file then environment, errors that name the setting and its source; the security
+settings (Kafka SASL/TLS, Redis password/TLS), whose secrets no message or description shows; the outbox
 entry format; the documented list of variables matches the code."""
 
 from __future__ import annotations
 
+import json
+import logging
 import re
+import ssl
+import subprocess
 from pathlib import Path
 
+import faust
 import pytest
 
 from monitor.core.events import Annotation, Label, decode_event, encode_annotation
 from monitor.core.grades import SEED_SCALE
+from monitor.services.tls import TlsFiles, make_tls_files
 from monitor.worker.processor import Entry, decode_entry, encode_entry
+from monitor.worker.security import HideSaslPayloads, KafkaSecurity
 from monitor.worker.settings import ENV, SettingsError, describe, load_settings
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "worker.md"
@@ -35,11 +43,17 @@ def test_defaults_then_file_then_environment(tmp_path: Path) -> None:
     ({"MONITOR_REDIS_URL": "http://x"}, "MONITOR_REDIS_URL: expected a redis://"),
     ({"MONITOR_SCALE": "stars"}, "MONITOR_SCALE: "),
     ({"MONITOR_CANARY_ALPHA": "1.5"}, "MONITOR_CANARY_ALPHA: must be a number strictly between 0 and 1"),
+    ({"MONITOR_CANARY_BASELINE_WINDOW": "0"}, "MONITOR_CANARY_BASELINE_WINDOW: must be a positive number of"),
     ({"MONITOR_TOPIC_ANNOTATIONS": "impressions"}, "topics must be five different names"),
 ])
 def test_bad_environment_values_are_named(env: dict[str, str], message: str) -> None:
     with pytest.raises(SettingsError, match=re.escape(message)):
         load_settings(env)
+
+
+def test_the_canary_settings_reach_the_canary_test() -> None:
+    config = load_settings({"MONITOR_CANARY_BASELINE_WINDOW": "7200", "MONITOR_CANARY_MIN_DROP": "0.05"}).canary()
+    assert (config.baseline_window, config.min_relative_drop, config.alpha) == (7200.0, 0.05, 0.05)
 
 
 def test_bad_file_values_name_the_file(tmp_path: Path) -> None:
@@ -78,3 +92,164 @@ def test_outbox_entries_keep_bytes_and_fan_outs_decode_back() -> None:
     annotation = Annotation((Label("d1", SEED_SCALE.parse("高")), Label("d2", SEED_SCALE.parse(0))),
                             session_id="s1", from_query=True)
     assert decode_event(encode_annotation(annotation), SEED_SCALE) == annotation
+
+
+# --- security: Kafka SASL/TLS, Redis ACL user/TLS (docs/worker.md, "Security") ---
+
+KAFKA_PASSWORD = "k-s3cret-pw"
+REDIS_PASSWORD = "r-s3cret-pw"
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    """A throwaway CA with server and client certificates (the openssl command line)."""
+    return make_tls_files(tmp_path_factory.mktemp("tls"))
+
+
+def secure_env(tls: TlsFiles, tmp_path: Path) -> dict[str, str]:
+    kafka_password, redis_password = tmp_path / "kafka-password", tmp_path / "redis-password"
+    kafka_password.write_text(KAFKA_PASSWORD + "\n")
+    redis_password.write_text(REDIS_PASSWORD + "\r\n")
+    return {"MONITOR_KAFKA_SECURITY_PROTOCOL": "sasl_ssl", "MONITOR_KAFKA_SASL_MECHANISM": "scram-sha-256",
+            "MONITOR_KAFKA_SASL_USERNAME": "monitor", "MONITOR_KAFKA_SASL_PASSWORD_FILE": str(kafka_password),
+            "MONITOR_KAFKA_SSL_CAFILE": str(tls.ca), "MONITOR_REDIS_URL": "rediss://monitor@redis:6380/0",
+            "MONITOR_REDIS_PASSWORD_FILE": str(redis_password), "MONITOR_REDIS_SSL_CAFILE": str(tls.ca),
+            "MONITOR_REDIS_SSL_CERTFILE": str(tls.client_cert), "MONITOR_REDIS_SSL_KEYFILE": str(tls.client_key)}
+
+
+def test_plaintext_by_default() -> None:
+    settings = load_settings({})
+    kafka = settings.kafka_security()
+    assert kafka.aiokafka_options() == {"security_protocol": "PLAINTEXT"}
+    assert kafka.faust_credentials() is None and kafka.ssl_context() is None
+    assert settings.redis_options() == {}
+
+
+def test_sasl_ssl_and_rediss_from_the_environment(tls: TlsFiles, tmp_path: Path) -> None:
+    settings = load_settings(secure_env(tls, tmp_path))
+    kafka = settings.kafka_security()
+    assert (kafka.protocol, kafka.sasl_mechanism, kafka.sasl_username) == ("SASL_SSL", "SCRAM-SHA-256", "monitor")
+    assert kafka.sasl_password == KAFKA_PASSWORD  # the file's final newline is not part of it
+    options = kafka.aiokafka_options()
+    assert {k: v for k, v in options.items() if k != "ssl_context"} == {
+        "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": "monitor",
+        "sasl_plain_password": KAFKA_PASSWORD}
+    context = options["ssl_context"]
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    assert context.get_ca_certs()[0]["subject"] == ((("commonName", "monitor local test CA"),),)
+    credentials = kafka.faust_credentials()
+    assert isinstance(credentials, faust.SASLCredentials)
+    assert (credentials.protocol.value, credentials.mechanism.value) == ("SASL_SSL", "SCRAM-SHA-256")
+    assert credentials.password == KAFKA_PASSWORD and credentials.ssl_context is not None
+    assert settings.redis_options() == {"password": REDIS_PASSWORD, "ssl_ca_certs": str(tls.ca),
+                                        "ssl_certfile": str(tls.client_cert), "ssl_keyfile": str(tls.client_key)}
+
+
+def test_tls_only_with_a_client_certificate(tls: TlsFiles) -> None:
+    kafka = load_settings({"MONITOR_KAFKA_SECURITY_PROTOCOL": "SSL", "MONITOR_KAFKA_SSL_CAFILE": str(tls.ca),
+                           "MONITOR_KAFKA_SSL_CERTFILE": str(tls.client_cert),
+                           "MONITOR_KAFKA_SSL_KEYFILE": str(tls.client_key)}).kafka_security()
+    options = kafka.aiokafka_options()
+    assert set(options) == {"security_protocol", "ssl_context"} and options["security_protocol"] == "SSL"
+    credentials = kafka.faust_credentials()
+    assert isinstance(credentials, faust.SSLCredentials) and credentials.protocol.value == "SSL"
+    # SASL over plaintext: no TLS context at all
+    plain = load_settings({"MONITOR_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "MONITOR_KAFKA_SASL_MECHANISM": "PLAIN",
+                           "MONITOR_KAFKA_SASL_USERNAME": "u", "MONITOR_KAFKA_SASL_PASSWORD": "p"}).kafka_security()
+    assert "ssl_context" not in plain.aiokafka_options()
+    assert plain.faust_credentials().protocol.value == "SASL_PLAINTEXT"
+
+
+def test_security_from_the_file_and_the_environment_over_it(tls: TlsFiles, tmp_path: Path) -> None:
+    secret = tmp_path / "kafka-password"
+    secret.write_text("from-file")
+    config = tmp_path / "monitor.toml"
+    config.write_text(f'kafka_security_protocol = "SASL_SSL"\nkafka_sasl_username = "monitor"\n'
+                      f'kafka_sasl_password_file = "{secret}"\nkafka_ssl_cafile = "{tls.ca}"\n'
+                      f'redis_url = "rediss://monitor@redis:6380/0"\nredis_password = "r"\n'
+                      f'redis_ssl_cafile = "{tls.ca}"\n')
+    from_file = load_settings({}, config)
+    assert from_file.kafka_sasl_password == "from-file" and from_file.kafka_ssl_cafile == str(tls.ca)
+    assert from_file.kafka_sasl_mechanism == "SCRAM-SHA-512" and from_file.redis_options()["password"] == "r"
+    overridden = load_settings({"MONITOR_KAFKA_SASL_PASSWORD": "from-env"}, config)
+    assert overridden.kafka_sasl_password == "from-env"  # the environment wins over either spelling
+
+
+def _encrypted_key(tls: TlsFiles, folder: Path) -> Path:
+    path = folder / "encrypted.key"
+    subprocess.run(["openssl", "pkey", "-in", str(tls.client_key), "-aes256", "-passout", "pass:x", "-out",
+                    str(path)], check=True, capture_output=True)
+    return path
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"MONITOR_KAFKA_SECURITY_PROTOCOL": "TLS"},
+     "MONITOR_KAFKA_SECURITY_PROTOCOL: must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, got 'TLS'"),
+    ({"MONITOR_KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "MONITOR_KAFKA_SASL_MECHANISM": "GSSAPI"},
+     "MONITOR_KAFKA_SASL_MECHANISM: must be one of SCRAM-SHA-512, SCRAM-SHA-256, PLAIN, got 'GSSAPI'"),
+    ({"MONITOR_KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "MONITOR_KAFKA_SASL_PASSWORD": KAFKA_PASSWORD},
+     "MONITOR_KAFKA_SECURITY_PROTOCOL is SASL_SSL: set MONITOR_KAFKA_SASL_USERNAME and MONITOR_KAFKA_SASL_PASSWORD"),
+    ({"MONITOR_KAFKA_SASL_USERNAME": "monitor", "MONITOR_KAFKA_SASL_PASSWORD": KAFKA_PASSWORD},
+     "MONITOR_KAFKA_SASL_USERNAME/PASSWORD are set but MONITOR_KAFKA_SECURITY_PROTOCOL is PLAINTEXT"),
+    ({"MONITOR_KAFKA_SASL_PASSWORD": KAFKA_PASSWORD, "MONITOR_KAFKA_SASL_PASSWORD_FILE": "{ca}"},
+     "environment: give MONITOR_KAFKA_SASL_PASSWORD or MONITOR_KAFKA_SASL_PASSWORD_FILE, not both"),
+    ({"MONITOR_KAFKA_SASL_PASSWORD_FILE": "{tmp}/missing"}, "MONITOR_KAFKA_SASL_PASSWORD_FILE: cannot read"),
+    ({"MONITOR_REDIS_PASSWORD_FILE": "{tmp}/empty"}, "MONITOR_REDIS_PASSWORD_FILE: '{tmp}/empty' is empty"),
+    ({"MONITOR_KAFKA_SSL_CAFILE": "{tmp}/missing.pem"}, "MONITOR_KAFKA_SSL_CAFILE: no such file"),
+    ({"MONITOR_KAFKA_SSL_CAFILE": "{ca}"}, "MONITOR_KAFKA_SSL_* files are set but MONITOR_KAFKA_SECURITY_PROTOCOL is PLAINTEXT"),
+    ({"MONITOR_KAFKA_SECURITY_PROTOCOL": "SSL", "MONITOR_KAFKA_SSL_CAFILE": "{tmp}/empty"},
+     "MONITOR_KAFKA_SSL_CAFILE: not a usable CA certificate file"),
+    ({"MONITOR_KAFKA_SECURITY_PROTOCOL": "SSL", "MONITOR_KAFKA_SSL_KEYFILE": "{client_key}"},
+     "MONITOR_KAFKA_SSL_KEYFILE: needs MONITOR_KAFKA_SSL_CERTFILE"),
+    ({"MONITOR_KAFKA_SECURITY_PROTOCOL": "SSL", "MONITOR_KAFKA_SSL_CERTFILE": "{client_cert}",
+      "MONITOR_KAFKA_SSL_KEYFILE": "{server_key}"},
+     "MONITOR_KAFKA_SSL_CERTFILE/MONITOR_KAFKA_SSL_KEYFILE: not a usable certificate and key"),
+    ({"MONITOR_KAFKA_SECURITY_PROTOCOL": "SSL", "MONITOR_KAFKA_SSL_CERTFILE": "{client_cert}",
+      "MONITOR_KAFKA_SSL_KEYFILE": "{encrypted_key}"}, "the key file is encrypted"),
+    ({"MONITOR_REDIS_SSL_CAFILE": "{ca}"}, "MONITOR_REDIS_SSL_* files are set but MONITOR_REDIS_URL is not rediss://"),
+    ({"MONITOR_REDIS_URL": f"rediss://monitor:{REDIS_PASSWORD}@redis:6380/0", "MONITOR_REDIS_PASSWORD": "other"},
+     "MONITOR_REDIS_PASSWORD: MONITOR_REDIS_URL holds a password already"),
+])
+def test_bad_security_settings_are_named_without_their_secrets(env: dict[str, str], message: str, tls: TlsFiles,
+                                                               tmp_path: Path) -> None:
+    (tmp_path / "empty").write_text("")
+    paths = {"ca": str(tls.ca), "tmp": str(tmp_path), "client_cert": str(tls.client_cert),
+             "client_key": str(tls.client_key), "server_key": str(tls.key)}
+    if any("encrypted_key" in v for v in env.values()):
+        paths["encrypted_key"] = str(_encrypted_key(tls, tmp_path))
+    with pytest.raises(SettingsError) as error:
+        load_settings({k: v.format(**paths) for k, v in env.items()})
+    assert message.format(**paths) in str(error.value)
+    assert KAFKA_PASSWORD not in str(error.value) and REDIS_PASSWORD not in str(error.value)
+
+
+def test_a_file_giving_a_secret_twice_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "monitor.toml"
+    config.write_text(f'redis_password = "{REDIS_PASSWORD}"\nredis_password_file = "/run/secret"\n')
+    with pytest.raises(SettingsError, match=rf"{re.escape(str(config))}: give redis_password or redis_password_file, "
+                                            "not both"):
+        load_settings({}, config)
+
+
+def test_security_secrets_are_hidden(tls: TlsFiles, tmp_path: Path) -> None:
+    settings = load_settings(secure_env(tls, tmp_path))
+    shown = json.dumps(describe(settings)) + repr(settings) + repr(settings.kafka_security())
+    assert KAFKA_PASSWORD not in shown and REDIS_PASSWORD not in shown
+    assert describe(settings)["kafka_security"]["sasl_password"] == "set"
+    assert describe(settings)["redis_security"] == {"tls": True, "username": "monitor", "password": "set",
+                                                    "cafile": str(tls.ca), "certfile": str(tls.client_cert)}
+    assert repr(settings.kafka_security().faust_credentials()).count(KAFKA_PASSWORD) == 0
+
+
+def test_sasl_payloads_are_hidden_from_aiokafka_debug_logs() -> None:
+    """aiokafka logs each request at DEBUG; a SASL PLAIN one holds ``\\0user\\0password``."""
+    logger = logging.getLogger("aiokafka.conn")
+    KafkaSecurity("SASL_PLAINTEXT", "PLAIN", "monitor", KAFKA_PASSWORD).aiokafka_options()
+    assert sum(isinstance(f, HideSaslPayloads) for f in logger.filters) == 1
+    KafkaSecurity("SASL_PLAINTEXT", "PLAIN", "monitor", KAFKA_PASSWORD).aiokafka_options()
+    assert sum(isinstance(f, HideSaslPayloads) for f in logger.filters) == 1  # installed once
+    for payload in (f"b'monitor\\x00monitor\\x00{KAFKA_PASSWORD}'", f'b"it\'s\\x00{KAFKA_PASSWORD}"'):
+        record = logging.LogRecord("aiokafka.conn", logging.DEBUG, __file__, 1, "Request 3: %s",
+                                   (f"SaslAuthenticateRequest_v1(sasl_auth_bytes={payload}, x=1)",), None)
+        assert logger.filters[-1].filter(record)
+        assert record.getMessage() == "Request 3: SaslAuthenticateRequest_v1(sasl_auth_bytes=<hidden>, x=1)"
