@@ -10,6 +10,13 @@ budget counters and offsets live in one slot and one transaction. Query-level la
 query's sessions in the join are per query (``srm:{q:<hash>}:…``), written idempotently before the
 transaction. Everything has a TTL.
 
+The applied offsets in ``meta`` (``off:<topic>``), not Kafka's committed offsets, say what the state
+holds. Two guards keep them true (docs/worker.md, "Failure and recovery"): every commit is fenced by the
+partition's commit counter (``seq``: compare, increment, or write nothing and raise :class:`Fenced`), so
+a worker that lost the partition in a rebalance cannot write over its new owner's commits; and a caller
+that passes ``previous`` gets :class:`StateBehind` instead of a hole when Redis is behind the messages it
+is given (Redis lost acknowledged writes after Kafka's offsets were committed past them).
+
 The exporter reads the same keys (:meth:`RedisState.snapshot`), so several workers export one truth.
 """
 
@@ -24,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from monitor.core.canary import CanaryConfig, first_epoch
 from monitor.core.events import (
@@ -86,6 +94,24 @@ class Message:
     outbox: Outbox | None = None
 
 
+class Fenced(Exception):
+    """Another commit reached the partition between this batch's read and its commit (a worker that lost
+    the partition in a rebalance and still writes, or any concurrent writer): nothing was written; read
+    again and redo the batch (what the other commit applied is then skipped)."""
+
+
+class StateBehind(Exception):
+    """Redis has applied ``topic``'s messages of ``partition`` only up to ``stored``, but the batch starts
+    at ``offset`` and nothing says there is no message in between: Redis lost acknowledged writes (a
+    crash with ``appendfsync everysec``, an older backup) while Kafka's committed offsets moved on. The
+    messages after ``stored`` must be applied first (the worker reads them from Kafka again)."""
+
+    def __init__(self, partition: int, topic: str, stored: int, offset: int) -> None:
+        super().__init__(f"{topic}[{partition}]: Redis has applied up to offset {stored}, "
+                         f"the next message is {offset}")
+        self.partition, self.topic, self.stored, self.offset = partition, topic, stored, offset
+
+
 @dataclass
 class Batch:
     """What a batch's transitions change, merged: the last value of each record, early-label set,
@@ -143,11 +169,20 @@ class Batch:
         self.deploys.extend(t.deploys)
 
 
+SEQ = "seq"
+"""The ``meta`` field counting a partition's fenced commits (compared and set by the commit script)."""
+
 APPLY_OPS = """
 local ops = cjson.decode(ARGV[1])
 for _, op in ipairs(ops) do
   local name, key = op[1], KEYS[op[2]]
-  if name == 'hincr' then
+  if name == 'fence' then  -- always the first op: compare-and-increment the partition's commit counter
+    local stored = redis.call('HGET', key, op[3]) or ''
+    if stored ~= op[4] then
+      return redis.error_reply('FENCED ' .. op[3] .. ' is ' .. stored .. ', expected ' .. op[4])
+    end
+    redis.call('HINCRBY', key, op[3], 1)
+  elseif name == 'hincr' then
     for i = 3, #op, 2 do redis.call('HINCRBYFLOAT', key, op[i], op[i + 1]) end
   elseif name == 'hset' then
     for i = 3, #op, 2 do redis.call('HSET', key, op[i], op[i + 1]) end
@@ -216,7 +251,8 @@ class RedisState:
         """One message (a batch of one): see :meth:`handle_batch`."""
         return (await self.handle_batch(partition, [Message(topic, offset, raw, role, outbox)]))[0]
 
-    async def handle_batch(self, partition: int, messages: Sequence[Message]) -> list[Outcome]:
+    async def handle_batch(self, partition: int, messages: Sequence[Message],
+                           previous: Mapping[str, int] | None = None) -> list[Outcome]:
         """Apply ``messages`` of one partition, in order, skipping those whose offset is already applied.
 
         One read of everything the batch touches, the steps in memory over that state
@@ -226,9 +262,17 @@ class RedisState:
 
         A message's ``outbox`` turns its outcome into entries to publish (dead letter, annotation requests,
         fan-out annotations); they are committed in the same transaction (a transactional outbox, see
-        :meth:`drain`). ``role`` (impressions, annotations, deploys) refuses events of another type."""
+        :meth:`drain`). ``role`` (impressions, annotations, deploys) refuses events of another type.
+
+        The commit is fenced: it applies only if no other commit reached the partition since the read
+        (else :class:`Fenced`, nothing written). With ``previous`` (topic → offset of the message the
+        caller saw just before this batch on that topic, if any), a batch that would leave a hole raises
+        :class:`StateBehind` before anything is written: a topic's first new message must follow Redis's
+        applied offset directly, or Redis must have applied ``previous`` (nothing lies in between)."""
         meta = {_text(k): _text(v) for k, v in (await self.redis.hgetall(self._p(partition, "meta"))).items()}
         applied = {k[4:]: int(v) for k, v in meta.items() if k.startswith("off:")}
+        if previous is not None:
+            self._check_behind(partition, messages, applied, previous)
         outcomes: list[Outcome | None] = [None] * len(messages)
         events: list[tuple[int, Event]] = []
         rejected: list[tuple[int, EventError]] = []
@@ -269,18 +313,42 @@ class RedisState:
                 batch.entries.extend(message.outbox(outcome))
         offsets = {m.topic: m.offset for m, o in zip(messages, outcomes, strict=True)
                    if o is not None and not o.skipped}
-        await self._commit(partition, batch, offsets)
+        await self._commit(partition, batch, offsets, fence=meta.get(SEQ, ""))
         return [o if o is not None else Outcome(skipped=True) for o in outcomes]
+
+    def _check_behind(self, partition: int, messages: Sequence[Message], applied: Mapping[str, int],
+                      previous: Mapping[str, int]) -> None:
+        firsts: dict[str, int] = {}
+        for message in messages:
+            firsts.setdefault(message.topic, message.offset)
+        for topic, offset in firsts.items():
+            stored = applied.get(topic, -1)
+            if stored < offset - 1 and (topic not in previous or stored < previous[topic]):
+                self._registered.discard(partition)  # the SADD may be among the lost writes
+                raise StateBehind(partition, topic, stored, offset)
+
+    async def applied(self, partition: int) -> dict[str, int]:
+        """Topic → the partition's last applied offset, as Redis has it now."""
+        meta = await self.redis.hgetall(self._p(partition, "meta"))
+        return {_text(k)[4:]: int(v) for k, v in meta.items() if _text(k).startswith("off:")}
+
+    def forget(self, partition: int) -> None:
+        """After Redis lost writes: register the partition again (in the set the exporters read)."""
+        self._registered.discard(partition)
 
     async def reject(self, partition: int, topic: str, offset: int, error: EventError,
                      outbox: Outbox | None = None) -> Outcome:
-        """Count a message as a dead letter (by reason code) and commit its offset."""
+        """Count a message as a dead letter (by reason code) and commit its offset (fenced; skipped if
+        already applied)."""
+        meta = {_text(k): _text(v) for k, v in (await self.redis.hgetall(self._p(partition, "meta"))).items()}
+        if int(meta.get(f"off:{topic}", -1)) >= offset:
+            return Outcome(skipped=True)
         outcome = Outcome(dead_letter=error)
         batch = Batch(partition)
         batch.counters[("", f"dead_letter:{error.code}")] += 1.0
         if outbox is not None:
             batch.entries.extend(outbox(outcome))
-        await self._commit(partition, batch, {topic: offset})
+        await self._commit(partition, batch, {topic: offset}, fence=meta.get(SEQ, ""))
         return outcome
 
     async def apply_event(self, partition: int, event: Event) -> Outcome:
@@ -407,15 +475,21 @@ class RedisState:
                 out.setdefault(index, []).append((session_id, annotation))
         return out
 
-    async def _commit(self, partition: int, batch: Batch, offsets: Mapping[str, int]) -> None:
+    async def _commit(self, partition: int, batch: Batch, offsets: Mapping[str, int],
+                      fence: str | None = None) -> None:
         """Everything ``batch`` changed, its outbox entries and ``offsets``: one Lua script call, so one
-        atomic step and one round trip (every key is in the partition's hash slot)."""
+        atomic step and one round trip (every key is in the partition's hash slot).
+
+        ``fence``: the partition's commit counter (``meta`` field ``seq``) as read before the batch; the
+        script first checks it is unchanged and increments it, or writes nothing (:class:`Fenced`)."""
         if partition not in self._registered:
             await self.redis.sadd(f"{self.prefix}:partitions", partition)
             self._registered.add(partition)
         config, ttl = self.config, str(int(self.config.state_ttl))
         ops = Ops()
         meta = self._p(partition, "meta")
+        if fence is not None:
+            ops.add("fence", meta, SEQ, fence)
         if batch.watermark is not None and math.isfinite(batch.watermark):
             ops.add("hset", meta, "wm", repr(batch.watermark))
         for session_id, record in batch.records.items():
@@ -470,7 +544,12 @@ class RedisState:
             ops.add("hset", meta, *(a for topic, offset in offsets.items()
                                     for a in (f"off:{topic}", str(offset))))
         if ops.ops:
-            await self._apply_ops(keys=ops.keys, args=[json.dumps(ops.ops, ensure_ascii=False)])
+            try:
+                await self._apply_ops(keys=ops.keys, args=[json.dumps(ops.ops, ensure_ascii=False)])
+            except ResponseError as error:
+                if str(error).startswith("FENCED"):
+                    raise Fenced(f"partition {partition}: {error}") from None
+                raise
 
     async def drain(self, partition: int, send: Callable[[Sequence[bytes]], Awaitable[None]],
                     limit: int = 1000) -> int:

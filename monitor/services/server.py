@@ -8,6 +8,8 @@ answer in time, raises :class:`ServiceError` with the tail of its logs.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 import urllib.error
 import urllib.request
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from monitor.services.ports import LOOPBACK
-from monitor.services.process import ServerProcess, ServiceError, log_tails
+from monitor.services.process import ServerProcess, ServiceError, log_tails, wait_until
 
 
 def http_ok(url: str, timeout: float = 1.0) -> bool:
@@ -117,6 +119,21 @@ class LocalServer(ABC):
         if self.process is not None:
             self.process.stop()
             self.process = None
+
+    def kill(self) -> None:
+        """SIGKILL the server's process group at once, as a crash would: no shutdown, and what it had not
+        written to disk yet is lost (the tests of failures use it; :meth:`stop` is the graceful way)."""
+        process, self.process = self.process, None
+        if process is None or not process.alive():
+            return
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            os.kill(process.pid, signal.SIGKILL)
+        if not wait_until(lambda: not process.alive(), 10.0, interval=0.02):
+            raise ServiceError(f"{self.name} (pid {process.pid}) did not exit after SIGKILL")
 
     def restart(self, timeout: float | None = None) -> float:
         """Stop, start again on the same port with the same data, and wait until it answers."""

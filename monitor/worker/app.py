@@ -7,6 +7,12 @@ fan-out annotations) are produced and awaited before Faust acknowledges the batc
 three topics means one partition's impressions and annotations are never handled concurrently.
 
 Offsets in Redis make redelivery harmless; Faust's own commits only decide where a restart resumes.
+Redis's offsets are the truth (docs/worker.md, "Failure and recovery"): when Redis is behind what a batch
+needs (it lost acknowledged writes), the processor reads the missing messages from Kafka again with
+:func:`~monitor.worker.reread.fetch_range` and applies them first; every ``VERIFY_INTERVAL`` seconds
+:meth:`~monitor.worker.processor.Processor.verify` makes the same check for partitions without traffic;
+a rebalance makes the processor forget what it knew of the partitions. Producing the outbox waits out
+a Kafka outage (retried with backoff) instead of failing the agent.
 """
 
 from __future__ import annotations
@@ -27,9 +33,12 @@ from monitor.pipeline.redis_state import RedisState
 from monitor.worker.canary import alert_loop
 from monitor.worker.http import HttpServer
 from monitor.worker.processor import Consumed, Entry, Processor
+from monitor.worker.reread import committed_offsets, fetch_range
 from monitor.worker.settings import WorkerSettings
 
 log = logging.getLogger("monitor.worker")
+VERIFY_INTERVAL = 5.0
+"""Seconds between checks that Redis still holds what this worker applied (Processor.verify)."""
 
 
 @dataclass
@@ -56,6 +65,7 @@ def build(settings: WorkerSettings) -> Runtime:
     app = faust.App(
         settings.app_id,
         broker=f"kafka://{settings.kafka_bootstrap}",
+        broker_credentials=settings.kafka_security().faust_credentials(),  # SASL and/or TLS, or None
         store="memory://",
         datadir=str(datadir),
         web_enabled=False,
@@ -70,24 +80,71 @@ def build(settings: WorkerSettings) -> Runtime:
     sinks = {name: app.topic(name, **raw)
              for name in (topics.dead_letters, topics.requests, topics.annotations)}
     redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=5,
-                           health_check_interval=30)
+                           health_check_interval=30, **settings.redis_options())
     state = RedisState(redis, settings.stream, settings.grade_scale(), settings.partitions,
                        prefix=settings.redis_prefix)
-    runtime = Runtime(settings, app, redis, state, Processor(state, topics), sinks)
+    kafka_options = settings.kafka_security().aiokafka_options()
+
+    async def fetch(topic: str, partition: int, start: int, end: int, limit: int) -> list[Consumed]:
+        return await fetch_range(settings.kafka_bootstrap, kafka_options, topic, partition, start, end, limit)
+
+    processor = Processor(state, topics, fetch=fetch, catch_up_size=settings.batch_size)
+    runtime = Runtime(settings, app, redis, state, processor, sinks)
 
     async def send(entries: Sequence[Entry]) -> None:
-        pending = [await sinks[e.topic].send(key=e.key, value=e.value, headers=list(e.headers))
-                   for e in entries]
-        await asyncio.gather(*pending)
+        """Produce outbox entries and wait for the broker's acks; a failure (Kafka down longer than the
+        producer waits) sends them all again after a pause: at least once, never dropped."""
+        delay = 1.0
+        while True:
+            try:
+                pending = [await sinks[e.topic].send(key=e.key, value=e.value, headers=list(e.headers))
+                           for e in entries]
+                await asyncio.gather(*pending)
+                return
+            except Exception as error:
+                log.warning("cannot produce %d outbox entries (%s: %s); retrying in %.0f s", len(entries),
+                            type(error).__name__, error, delay)
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, 30.0)
 
     @app.agent(source, concurrency=1)
     async def process(stream: faust.StreamT[bytes]) -> None:
         batches = stream.take_events(settings.batch_size, within=settings.batch_wait)  # type: ignore[attr-defined]
         async for batch in batches:
             consumed = [Consumed(e.message.topic, e.message.partition, e.message.offset, e.message.key,
-                                 e.message.value) for e in batch]
+                                 e.message.value or b"") for e in batch]  # a tombstone: b""
             await runtime.processor.handle_batch(consumed)
             await runtime.processor.drain([c.partition for c in consumed], send)
+
+    def forget(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:  # args: the partitions
+        processor.forget((tp.topic, tp.partition) for tp in args[0])
+
+    app.on_partitions_revoked.connect(forget)
+    app.on_partitions_assigned.connect(forget)
+
+    async def verify() -> None:
+        """Redis's applied offsets against what this worker applied (or, for a partition it has had no
+        message of, the group's committed offset): what Redis lost is applied again and published."""
+        if not runtime.consuming():
+            return
+        sources = topics.sources()
+        assigned = [(tp.topic, tp.partition) for tp in app.consumer.assignment() if tp.topic in sources]
+        unknown = [key for key in assigned if key not in processor.positions]
+        committed = {} if not unknown else await committed_offsets(settings.kafka_bootstrap, kafka_options,
+                                                                   settings.app_id, unknown)
+        caught_up = await processor.verify(assigned, committed)
+        if caught_up:
+            await processor.drain(caught_up, send)
+
+    @app.task  # type: ignore[untyped-decorator]
+    async def verify_redis() -> None:
+        while True:
+            await asyncio.sleep(VERIFY_INTERVAL)
+            try:
+                await verify()
+            except Exception as error:  # Kafka or Redis unreachable: the next round tries again
+                log.warning("checking Redis's offsets failed (%s: %s); next try in %.0f s",
+                            type(error).__name__, error, VERIFY_INTERVAL)
 
     server = HttpServer(runtime)
 

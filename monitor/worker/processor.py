@@ -3,6 +3,17 @@ produced into outbox entries, and keep the local counts the pipeline-health seri
 
 Outbox entries are JSON: ``{"topic", "key", "value", "headers"}`` with key and value in base64, so a dead
 letter keeps the original bytes exactly. :func:`decode_entry` reads them back for the producer.
+
+Redis, not Kafka's committed offsets, says what has been applied (docs/worker.md, "Failure and
+recovery"). :attr:`Processor.positions` remembers, per (topic, partition), the last message this process
+was given since it got the partition; each batch tells :meth:`RedisState.handle_batch` that offset. If
+Redis is behind it (it lost acknowledged writes: a crash with ``appendfsync everysec``, a restored
+backup), or a fresh process starts after Kafka's committed offset while Redis is further back, the batch
+raises :class:`StateBehind` and the missing messages are read from Kafka again with ``fetch`` and applied
+first, in order, in this process: nothing is skipped and nothing needs a restart. :meth:`Processor.verify`
+does the same check when no message arrives (the worker runs it every few seconds). A commit that finds
+another commit in its way (:class:`Fenced`: a worker that lost the partition in a rebalance and still
+writes) is redone from a fresh read, which then skips what the other one applied.
 """
 
 from __future__ import annotations
@@ -13,7 +24,7 @@ import functools
 import json
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -22,7 +33,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from monitor.core.events import EventError, encode_annotation
 from monitor.core.stream.join import AnnotationRequest
-from monitor.pipeline.redis_state import Message, Outbox, Outcome, RedisState
+from monitor.pipeline.redis_state import Fenced, Message, Outbox, Outcome, RedisState, StateBehind
 from monitor.worker.settings import Topics
 
 log = logging.getLogger("monitor.worker")
@@ -39,6 +50,11 @@ class Consumed:
     offset: int
     key: bytes | None
     raw: bytes
+
+
+Fetch = Callable[[str, int, int, int, int], Awaitable[Sequence[Consumed]]]
+"""``fetch(topic, partition, start, end, limit)``: up to ``limit`` messages of the partition with
+``start <= offset < end``, in offset order, read from Kafka again (fewer only when none is left)."""
 
 
 @dataclass(frozen=True)
@@ -75,16 +91,22 @@ def request_json(request: AnnotationRequest) -> bytes:
 
 
 class Processor:
-    """One message at a time, for every partition this worker owns (the caller serialises calls)."""
+    """Batches of messages, for every partition this worker owns. Calls are serialised by a lock (the
+    agent, the periodic :meth:`verify` and the outbox :meth:`drain` never interleave)."""
 
     def __init__(self, state: RedisState, topics: Topics, retry_delay: float = 0.5,
-                 max_retry_delay: float = 10.0) -> None:
+                 max_retry_delay: float = 10.0, fetch: Fetch | None = None, catch_up_size: int = 500) -> None:
         self.state, self.topics = state, topics
         self.roles = topics.sources()
         self.consumed: Counter[str] = Counter()        # messages consumed per topic (this process)
         self.positions: dict[tuple[str, int], int] = {}  # (topic, partition) -> last handled offset
         self.retry_delay, self.max_retry_delay = retry_delay, max_retry_delay
+        self.fetch, self.catch_up_size = fetch, catch_up_size
         self.retries = 0
+        self.fenced = 0     # commits refused because another commit came first
+        self.replayed = 0   # messages read from Kafka again because Redis had lost them
+        self._lock = asyncio.Lock()
+        self._generation = 0  # bumped by forget(): a batch started before does not record positions
 
     def _outbox(self, topic: str, partition: int, offset: int, key: bytes | None, raw: bytes) -> Outbox:
         def entries(outcome: Outcome) -> Sequence[bytes]:
@@ -113,41 +135,103 @@ class Processor:
     async def handle_batch(self, batch: Sequence[Consumed]) -> list[Outcome]:
         """Apply consumed messages, one Redis transaction per partition, in offset order.
 
-        Redis being unreachable is waited out (the same messages are retried, never skipped). Any other
-        failure retries the partition's messages one by one, and the one that fails again goes to the
-        dead-letter topic as ``processing_error``: a bug must not stop the stream or lose a message."""
-        outcomes: list[Outcome | None] = [None] * len(batch)
-        by_partition: dict[int, list[int]] = {}
-        for index, message in enumerate(batch):
-            by_partition.setdefault(message.partition, []).append(index)
-            self.consumed[message.topic] += 1
-        for partition, indices in by_partition.items():
-            messages = [self._message(batch[i]) for i in indices]
-            try:
-                call = functools.partial(self.state.handle_batch, partition, messages)
-                results = await self._retrying(call)
-            except Exception:
-                log.exception("a batch of partition %d failed; retrying its messages one by one", partition)
-                results = [await self._one(batch[i]) for i in indices]
-            for index, outcome in zip(indices, results, strict=True):
-                outcomes[index] = outcome
-                self.positions[(batch[index].topic, partition)] = batch[index].offset
-        return [o for o in outcomes if o is not None]
+        Redis being unreachable is waited out (the same messages are retried, never skipped); Redis behind
+        the batch is caught up from Kafka first (see the module docstring). Any other failure retries the
+        partition's messages one by one, and the one that fails again goes to the dead-letter topic as
+        ``processing_error``: a bug must not stop the stream or lose a message."""
+        async with self._lock:
+            outcomes: list[Outcome | None] = [None] * len(batch)
+            by_partition: dict[int, list[int]] = {}
+            for index, message in enumerate(batch):
+                by_partition.setdefault(message.partition, []).append(index)
+                self.consumed[message.topic] += 1
+            for partition, indices in by_partition.items():
+                results = await self._partition(partition, [batch[i] for i in indices])
+                for index, outcome in zip(indices, results, strict=True):
+                    outcomes[index] = outcome
+            return [o for o in outcomes if o is not None]
+
+    async def _partition(self, partition: int, part: Sequence[Consumed]) -> list[Outcome]:
+        try:
+            return await self._apply(partition, part)
+        except StateBehind:
+            raise
+        except Exception:
+            log.exception("a batch of partition %d failed; retrying its messages one by one", partition)
+            return [await self._one(c) for c in part]
 
     def _message(self, consumed: Consumed) -> Message:
         return Message(consumed.topic, consumed.offset, consumed.raw, self.roles.get(consumed.topic),
                        self._outbox(consumed.topic, consumed.partition, consumed.offset, consumed.key,
                                     consumed.raw))
 
+    async def _apply(self, partition: int, part: Sequence[Consumed]) -> list[Outcome]:
+        """One partition's messages in one transaction: redone after :class:`Fenced`, after a catch-up
+        from Kafka on :class:`StateBehind`; then their offsets become the known positions."""
+        messages = [self._message(c) for c in part]
+        generation = self._generation
+        while True:
+            previous = {c.topic: self.positions[(c.topic, partition)] for c in part
+                        if (c.topic, partition) in self.positions}
+            try:
+                results = await self._retrying(
+                    functools.partial(self.state.handle_batch, partition, messages, previous))
+            except Fenced as fenced:
+                self.fenced += 1
+                log.warning("%s: another commit came first; reading the partition again", fenced)
+                continue
+            except StateBehind as behind:
+                if self.fetch is None:
+                    raise
+                await self._catch_up(partition, behind.topic, behind.stored, behind.offset)
+                continue
+            if generation == self._generation:
+                for c in part:
+                    self.positions[(c.topic, partition)] = c.offset
+            return results
+
+    async def _catch_up(self, partition: int, topic: str, stored: int, end: int) -> None:
+        """Apply the messages of ``topic[partition]`` with ``stored < offset < end`` again, from Kafka."""
+        if self.fetch is None:
+            raise StateBehind(partition, topic, stored, end)
+        log.warning("redis is behind on %s[%d]: applied up to offset %d, needed up to %d; reading offsets "
+                    "%d..%d from Kafka again", topic, partition, stored, end - 1, stored + 1, end - 1)
+        self.state.forget(partition)
+        self.positions[(topic, partition)] = stored  # nothing was given before stored + 1 yet
+        start, replayed = stored + 1, 0
+        while start < end:
+            chunk = [c for c in await self.fetch(topic, partition, start, end, self.catch_up_size)
+                     if start <= c.offset < end]
+            if not chunk:
+                break
+            await self._partition(partition, chunk)
+            replayed += len(chunk)
+            start = chunk[-1].offset + 1
+        self.replayed += replayed
+        if replayed:
+            log.error("redis lost writes: re-applied %d messages of %s[%d] from Kafka (no restart needed)",
+                      replayed, topic, partition)
+        else:
+            log.info("%s[%d]: Kafka has no message between offsets %d and %d", topic, partition, stored, end)
+
     async def _one(self, consumed: Consumed) -> Outcome:
         message = self._message(consumed)
         try:
-            return (await self._retrying(lambda: self.state.handle_batch(consumed.partition, [message])))[0]
+            return (await self._apply(consumed.partition, [consumed]))[0]
+        except StateBehind:
+            raise
         except Exception as error:
             log.exception("processing failed: %s[%d]@%d", consumed.topic, consumed.partition, consumed.offset)
             failure = EventError("", f"processing failed: {type(error).__name__}: {error}")
-            return await self._retrying(lambda: self.state.reject(
-                consumed.partition, consumed.topic, consumed.offset, failure, message.outbox))
+        while True:
+            try:
+                outcome = await self._retrying(lambda: self.state.reject(
+                    consumed.partition, consumed.topic, consumed.offset, failure, message.outbox))
+            except Fenced:
+                self.fenced += 1
+                continue
+            self.positions[(consumed.topic, consumed.partition)] = consumed.offset
+            return outcome
 
     async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
         delay = self.retry_delay
@@ -160,6 +244,39 @@ class Processor:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.max_retry_delay)
 
+    def forget(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """The consumer lost or got ``partitions`` ((topic, partition) pairs) in a rebalance: what this
+        process knew of them no longer holds (another worker may have written them meanwhile)."""
+        self._generation += 1
+        for key in partitions:
+            self.positions.pop(key, None)
+
+    async def verify(self, assigned: Iterable[tuple[str, int]],
+                     committed: Mapping[tuple[str, int], int | None]) -> list[int]:
+        """Check that Redis still holds what this process applied, for the ``assigned`` (topic,
+        partition) pairs, and apply again from Kafka what it lost; the partitions caught up (their outbox
+        needs a :meth:`drain`). A pair without a known position starts from ``committed`` (the consumer
+        group's next offset, None if it has none): everything before it was applied in Redis once."""
+        async with self._lock:
+            by_partition: dict[int, list[str]] = {}
+            for topic, partition in assigned:
+                by_partition.setdefault(partition, []).append(topic)
+            caught_up = []
+            for partition, topics in sorted(by_partition.items()):
+                for topic in topics:
+                    key = (topic, partition)
+                    if key not in self.positions and key in committed:
+                        start = committed[key]
+                        self.positions[key] = -1 if start is None else start - 1
+                stored = await self._retrying(functools.partial(self.state.applied, partition))
+                behind = [(t, stored.get(t, -1), self.positions[(t, partition)]) for t in topics
+                          if stored.get(t, -1) < self.positions.get((t, partition), -1)]
+                for topic, applied, position in behind:
+                    await self._catch_up(partition, topic, applied, position + 1)
+                if behind:
+                    caught_up.append(partition)
+            return caught_up
+
     async def drain(self, partitions: Sequence[int],
                     send: Callable[[Sequence[Entry]], Awaitable[None]]) -> int:
         """Publish the committed outbox entries of ``partitions`` (after a batch), retrying Redis outages."""
@@ -167,17 +284,19 @@ class Processor:
             await send([decode_entry(r) for r in raw])
 
         total, delay = 0, self.retry_delay
-        for partition in sorted(set(partitions)):
-            while True:
-                try:
-                    sent = await self.state.drain(partition, send_raw)
-                except (RedisConnectionError, RedisTimeoutError, OSError) as error:
-                    log.warning("redis unavailable while draining (%s); retrying in %.1fs",
-                                type(error).__name__, delay)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, self.max_retry_delay)
-                    continue
-                total += sent
-                if sent == 0:
-                    break
+        async with self._lock:
+            for partition in sorted(set(partitions)):
+                while True:
+                    try:
+                        sent = await self.state.drain(partition, send_raw)
+                    except (RedisConnectionError, RedisTimeoutError, OSError) as error:
+                        self.retries += 1
+                        log.warning("redis unavailable while draining (%s); retrying in %.1fs",
+                                    type(error).__name__, delay)
+                        await asyncio.sleep(delay)
+                        delay = min(delay * 2, self.max_retry_delay)
+                        continue
+                    total += sent
+                    if sent == 0:
+                        break
         return total
