@@ -289,7 +289,9 @@ def parse_event(obj: object, scale: Scale, limits: Limits = DEFAULT_LIMITS) -> E
 
 
 def decode_event(raw: bytes, scale: Scale, limits: Limits = DEFAULT_LIMITS) -> Event:
-    """Decode UTF-8 JSON bytes and validate them."""
+    """Decode UTF-8 JSON bytes and validate them (None, a Kafka tombstone, is refused like empty bytes)."""
+    if not raw:
+        raise EventError("", "invalid JSON: an empty message (a Kafka tombstone, without a value, is one)")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:

@@ -390,7 +390,7 @@ EXTRA_KINDS: dict[str, tuple[str, Breaker]] = {
     "overlong_utf8": ("impression", _overlong),
     "utf8_bom": ("single", _bom),
     # not one JSON object
-    "empty_value": ("impression", _raw(b"", "invalid JSON: Expecting value")),
+    "empty_value": ("impression", _raw(b"", "invalid JSON: an empty message")),
     "json_string": ("single", _raw(b'"annotation"', "expected a JSON object, got str")),
     "json_null": ("single", _raw(b"null", "expected a JSON object, got NoneType")),
     "json_number": ("deploy", _raw(b"42", "expected a JSON object, got int")),

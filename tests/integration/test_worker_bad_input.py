@@ -25,6 +25,7 @@ After the worker drains it:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections import Counter
@@ -32,6 +33,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaProducer
 from prometheus_client import CollectorRegistry, generate_latest
 
 from monitor.core.grades import SEED_SCALE
@@ -85,6 +87,19 @@ def scored_sessions(samples: Samples) -> float:
                if n == "search_relevance_sessions_scored" and ("window", "24h") in labels)
 
 
+async def send_tombstones(stream: Stream, tombstones: list[tuple[str, bytes]]) -> None:
+    """Kafka records with a key and no value (what log compaction deletes by): the worker must refuse
+    them like any malformed event (an empty message), not crash on them."""
+    producer = AIOKafkaProducer(bootstrap_servers=stream.bootstrap)
+    await producer.start()
+    try:
+        for role, key in tombstones:
+            await producer.send_and_wait(stream.topics[role], key=key, value=None,
+                                         partition=partition_for(key, stream.partitions))
+    finally:
+        await producer.stop()
+
+
 def test_ten_thousand_malformed_events_become_dead_letters_and_leave_the_numbers_alone(
         kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> None:
     started = time.monotonic()
@@ -103,6 +118,9 @@ def test_ten_thousand_malformed_events_become_dead_letters_and_leave_the_numbers
     assert scored_sessions(expected) > SESSIONS // 2  # the comparison below is about real numbers
 
     assert stream.send(records) == len(records)
+    tombstones = [("impressions", f"tombstone-{i}".encode()) for i in range(3)] + [
+        ("annotations", f"tombstone-{i}".encode()) for i in range(3, 5)]  # records without a value
+    asyncio.run(send_tombstones(stream, tombstones))
     group = Group(stream, redis_url, tmp_path, "bad-input", CONFIG_TOML)
     try:
         worker = group.start()
@@ -120,7 +138,7 @@ def test_ten_thousand_malformed_events_become_dead_letters_and_leave_the_numbers
         for needle in FORBIDDEN_IN_LOG:
             assert needle not in log, f"{needle!r} in the worker's log:\n{log[-4000:]}"
         consumed = sum(v for (n, _), v in got.items() if n == "search_relevance_events_total")
-        assert consumed >= len(records)
+        assert consumed >= len(records) + len(tombstones)
 
         # every malformed event in the dead-letter topic exactly once, byte for byte, with its reason
         dead = read_topic(kafka_bootstrap, group.outputs.dead_letters)
@@ -128,9 +146,11 @@ def test_ten_thousand_malformed_events_become_dead_letters_and_leave_the_numbers
         got_letters = Counter((role[h["monitor.source.topic"].decode()], key, value, h["monitor.error.code"].decode())
                               for key, value, h in dead)
         want_letters = Counter((s.topic, s.key, s.value, s.code) for s in malformed)
+        want_letters.update((topic, key, b"", "invalid_json") for topic, key in tombstones)  # value: empty
         assert got_letters == want_letters, (sum((want_letters - got_letters).values()),
                                              sum((got_letters - want_letters).values()))
         expected_message = {(s.topic, s.key, s.value): s.expected for s in malformed}
+        expected_message.update({(topic, key, b""): "a Kafka tombstone" for topic, key in tombstones})
         sources = set()
         for key, value, headers in dead:
             topic = role[headers["monitor.source.topic"].decode()]
@@ -145,7 +165,7 @@ def test_ten_thousand_malformed_events_become_dead_letters_and_leave_the_numbers
         # the dead-letter counters by reason equal the corpus's counts
         counted = {dict(labels)["reason"]: v for (n, labels), v in got.items()
                    if n == "search_relevance_dead_letters_total"}
-        assert counted == dict(Counter(s.code for s in malformed))
+        assert counted == dict(Counter(s.code for s in malformed) + Counter({"invalid_json": len(tombstones)}))
 
         # the valid events' numbers are what the in-process core makes of the valid events alone
         assert_same(relevance(got), expected)

@@ -216,3 +216,10 @@ def test_a_label_for_a_document_never_shown_is_accepted_and_joins_only_the_ndcg_
     assert get["after"].coverage == get["plain"].coverage == 1.0
     assert get["plain"].ndcg is not None and get["after"].ndcg is not None
     assert get["after"].ndcg < get["plain"].ndcg  # the ideal now holds two 高 documents
+
+
+@pytest.mark.parametrize("raw", [b"", None])
+def test_an_empty_message_or_a_tombstone_is_invalid_json_with_a_reason(raw: bytes | None) -> None:
+    with pytest.raises(EventError) as caught:
+        decode_event(raw, SEED_SCALE)  # type: ignore[arg-type]  # a Kafka tombstone's value is None
+    assert caught.value.code == "invalid_json" and "Kafka tombstone" in caught.value.reason
