@@ -34,16 +34,14 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from prometheus_client import CollectorRegistry, generate_latest
 
 from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.partition import partition_for
-from monitor.export.prometheus import RelevanceCollector
 from monitor.pipeline.memory import MemoryPipeline
 from monitor.sim import SimConfig, simulate
 from monitor.sim.corpus import build_corpus, interleave
 from monitor.sim.records import SimEvent
-from tests.integration.test_worker_e2e import CONFIG, CONFIG_TOML, assert_same, comparable
+from tests.integration.test_worker_e2e import CONFIG, CONFIG_TOML, assert_same, comparable, exported
 from tests.integration.worker_harness import (
     Group,
     Samples,
@@ -75,10 +73,7 @@ def in_process(records: Iterable[SimEvent], partitions: int) -> Samples:
     for record in records:
         memory.submit(record.topic, record.key, record.value)
     assert not memory.dead_letters, memory.dead_letters[0]
-    registry = CollectorRegistry()
-    snapshot = memory.snapshot()
-    registry.register(RelevanceCollector(lambda: snapshot))
-    return relevance(parse_metrics(generate_latest(registry).decode()))
+    return relevance(exported(memory))
 
 
 def scored_sessions(samples: Samples) -> float:

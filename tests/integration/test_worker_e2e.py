@@ -24,11 +24,11 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.registry import Collector
 
 from monitor.core.canary import CanaryConfig, comparisons, detect_deploys
 from monitor.core.events import Deploy
@@ -110,6 +110,16 @@ def recompute(result: SimResult) -> dict[str, dict[str, float]]:
     return recompute_truth(result, CONFIG)
 
 
+def exported(memory: MemoryPipeline, *more: Collector) -> Samples:
+    """What the in-process core exports now (what a worker's /metrics must equal): its relevance series,
+    and those of ``more`` collectors."""
+    registry = CollectorRegistry()
+    snapshot = memory.snapshot()
+    for collector in (RelevanceCollector(lambda: snapshot), *more):
+        registry.register(collector)
+    return parse_metrics(generate_latest(registry).decode())
+
+
 def make_run(kafka_bootstrap: str, sessions: int, seed: int) -> Run:
     """Simulate, compute what the in-process core exports for the stream, produce it to fresh topics."""
     result = simulate(SimConfig(seed=seed, n_sessions=sessions, duration_s=6 * 3600, bucket_hint_share=1.0,
@@ -120,16 +130,12 @@ def make_run(kafka_bootstrap: str, sessions: int, seed: int) -> Run:
     memory = MemoryPipeline(CONFIG, SEED_SCALE, partitions=stream.partitions)
     for event in events:
         memory.submit(event.topic, event.key, event.value)
-    registry = CollectorRegistry()
-    snapshot = memory.snapshot()
-    registry.register(RelevanceCollector(lambda: snapshot))
     deploys = sorted((d for d in memory.deploys if isinstance(d, Deploy)), key=lambda d: d.ts)
     history = memory.history()
     verdicts = comparisons(history, deploys, CanaryConfig())
     assert {c.kind for c in verdicts} == {"canary"}  # canary vs control in each bucket, per metric
     assert detect_deploys(history, deploys) == []  # the flush ranker serves an instant: not a deploy
-    registry.register(CanaryCollector(lambda: (verdicts, deploys)))
-    expected = parse_metrics(generate_latest(registry).decode())
+    expected = exported(memory, CanaryCollector(lambda: (verdicts, deploys)))
     assert stream.send(events) == len(events)  # every group on these topics consumes it from the start
     return Run(stream, result, expected, len(events))
 
@@ -146,16 +152,10 @@ def small_run(kafka_bootstrap: str) -> Run:
     return make_run(kafka_bootstrap, SMALL_SESSIONS, seed=22)
 
 
-@pytest.fixture
-def group_factory() -> Iterator[list[Group]]:
-    made: list[Group] = []
-    yield made
-    for group in made:
-        group.stop()
-
-
-def new_group(run: Run, redis_url: str, tmp_path: Path, made: list[Group], name: str) -> Group:
-    group = Group(run.stream, redis_url, tmp_path, name, CONFIG_TOML)
+def new_group(run: Run, redis_url: str, tmp_path: Path, made: list[Group], name: str,
+              env: dict[str, str] | None = None) -> Group:
+    """A group on ``run``'s topics, stopped at the end by ``group_factory``; ``env``: extra settings."""
+    group = Group(run.stream, redis_url, tmp_path, name, CONFIG_TOML, extra_env=dict(env or {}))
     made.append(group)
     return group
 

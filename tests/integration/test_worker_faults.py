@@ -42,7 +42,7 @@ import time
 import urllib.parse
 import uuid
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,7 @@ from tests.integration.test_worker_e2e import (
     Run,
     assert_same,
     make_run,
+    new_group,
     recompute,
 )
 from tests.integration.worker_harness import Group, Stream, Worker, flush_events, parse_metrics, read_topic
@@ -90,14 +91,6 @@ STATIC = {"CONSUMER_GROUP_INSTANCE_ID": "worker-0"}
 @pytest.fixture(scope="module")
 def run(kafka_bootstrap: str) -> Run:
     return make_run(kafka_bootstrap, FAULT_SESSIONS, seed=23)
-
-
-@pytest.fixture
-def groups() -> Iterator[list[Group]]:
-    made: list[Group] = []
-    yield made
-    for group in made:
-        group.stop()
 
 
 def own(server: LocalServer, request: pytest.FixtureRequest) -> LocalServer:
@@ -129,13 +122,6 @@ def local(handle: ServiceHandle, what: str) -> LocalServer:
         pytest.fail(f"{what} at {handle.address} was not started by this session; this test must stop and "
                     f"start it (unset MONITOR_TEST_* and use MONITOR_TEST_SERVICES=local)", pytrace=False)
     return handle.server
-
-
-def new_group(run: Run, redis_url: str, tmp_path: Path, made: list[Group], name: str,
-              env: dict[str, str] | None = None) -> Group:
-    group = Group(run.stream, redis_url, tmp_path, name, CONFIG_TOML, extra_env=dict(env or {}))
-    made.append(group)
-    return group
 
 
 # -- what every test checks at the end ----------------------------------------------------------------
@@ -302,8 +288,8 @@ async def test_a_worker_that_lost_its_partition_redoes_its_batch_instead_of_appl
 # -- (a) the worker killed 20 times --------------------------------------------------------------------
 
 def test_worker_sigkilled_at_20_random_points_ends_with_the_same_numbers(
-        run: Run, redis_url: str, tmp_path: Path, groups: list[Group]) -> None:
-    group = new_group(run, redis_url, tmp_path, groups, "killed20", STATIC)
+        run: Run, redis_url: str, tmp_path: Path, group_factory: list[Group]) -> None:
+    group = new_group(run, redis_url, tmp_path, group_factory, "killed20", STATIC)
     progress = Progress(redis_url, group)
     rng = random.Random(20)
     targets = sorted(rng.uniform(0.02, 0.9) * run.messages for _ in range(KILLS))
@@ -327,8 +313,8 @@ def test_worker_sigkilled_at_20_random_points_ends_with_the_same_numbers(
 # -- (b) redis-server killed, and Redis losing acknowledged writes --------------------------------------
 
 def test_redis_sigkilled_mid_stream_and_restarted(
-        run: Run, own_redis: RedisServer, tmp_path: Path, groups: list[Group]) -> None:
-    group = new_group(run, own_redis.address, tmp_path, groups, "redis-killed")
+        run: Run, own_redis: RedisServer, tmp_path: Path, group_factory: list[Group]) -> None:
+    group = new_group(run, own_redis.address, tmp_path, group_factory, "redis-killed")
     progress = Progress(own_redis.address, group)
     worker = group.start()
     before = progress.wait(run.messages / 3)
@@ -362,9 +348,9 @@ def restore_aof(server: RedisServer, copy: Path) -> None:
 
 
 def test_redis_losing_acknowledged_writes_is_caught_up_from_kafka(
-        run: Run, own_redis: RedisServer, tmp_path: Path, groups: list[Group]) -> None:
+        run: Run, own_redis: RedisServer, tmp_path: Path, group_factory: list[Group]) -> None:
     redis.Redis.from_url(own_redis.address).config_set("auto-aof-rewrite-percentage", 0)  # copies stay valid
-    group = new_group(run, own_redis.address, tmp_path, groups, "redis-lost", {**STATIC, "MONITOR_LOG_LEVEL": "info"})
+    group = new_group(run, own_redis.address, tmp_path, group_factory, "redis-lost", {**STATIC, "MONITOR_LOG_LEVEL": "info"})
     progress = Progress(own_redis.address, group)
     worker = group.start()
 
@@ -399,9 +385,9 @@ def test_redis_losing_acknowledged_writes_is_caught_up_from_kafka(
 # -- (c) the Kafka broker stopped mid-stream ------------------------------------------------------------
 
 def test_kafka_broker_outage_is_waited_out_by_the_same_worker(
-        run: Run, kafka_service: ServiceHandle, redis_url: str, tmp_path: Path, groups: list[Group]) -> None:
+        run: Run, kafka_service: ServiceHandle, redis_url: str, tmp_path: Path, group_factory: list[Group]) -> None:
     kafka = local(kafka_service, "Kafka")
-    group = new_group(run, redis_url, tmp_path, groups, "kafka-outage")
+    group = new_group(run, redis_url, tmp_path, group_factory, "kafka-outage")
     progress = Progress(redis_url, group)
     worker = group.start()
     before = progress.wait(run.messages / 3)
@@ -425,7 +411,7 @@ def test_kafka_broker_outage_is_waited_out_by_the_same_worker(
 
 def test_an_alert_fired_while_alertmanager_is_down_arrives_when_it_is_back(
         kafka_bootstrap: str, redis_url: str, own_alertmanager: AlertmanagerServer, tmp_path: Path,
-        groups: list[Group]) -> None:
+        group_factory: list[Group]) -> None:
     tag = uuid.uuid4().hex[:10]
     control, canary = f"control-{tag}", f"canary-{tag}"
     result = simulate(replace(TRAFFIC, regression=0.10, control_ranker=control, canary_ranker=canary,
@@ -439,7 +425,7 @@ def test_an_alert_fired_while_alertmanager_is_down_arrives_when_it_is_back(
     group = Group(stream, redis_url, tmp_path, f"am-down-{tag}", CONFIG_TOML, extra_env={
         "MONITOR_ALERTMANAGER_URL": url, "MONITOR_ALERT_INTERVAL": str(ALERT_INTERVAL),
         "MONITOR_LOG_LEVEL": "info"})
-    groups.append(group)
+    group_factory.append(group)
     worker = group.start()
 
     def failed() -> bool:

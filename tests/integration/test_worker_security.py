@@ -38,12 +38,10 @@ from typing import Any
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaConnectionError
-from prometheus_client import CollectorRegistry, generate_latest
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from monitor.core.grades import SEED_SCALE
-from monitor.export.prometheus import RelevanceCollector
 from monitor.pipeline.memory import MemoryPipeline
 from monitor.services.install import ensure_binaries
 from monitor.services.kafka import SecureKafkaServer, metadata_brokers
@@ -53,7 +51,7 @@ from monitor.services.redis_server import SecureRedisServer, ping, ping_tls
 from monitor.sim import SimConfig, simulate
 from monitor.worker.security import KafkaSecurity
 from tests.fixtures.services import LocalService
-from tests.integration.test_worker_e2e import CONFIG, CONFIG_TOML, comparable
+from tests.integration.test_worker_e2e import CONFIG, CONFIG_TOML, comparable, exported
 from tests.integration.worker_harness import Group, Samples, Stream, flush_events, parse_metrics, read_topic
 
 pytestmark = pytest.mark.integration
@@ -206,10 +204,7 @@ def expected_metrics(stream: Stream, seed: int, sessions: int) -> tuple[Samples,
     memory = MemoryPipeline(CONFIG, SEED_SCALE, partitions=stream.partitions)
     for event in events:
         memory.submit(event.topic, event.key, event.value)
-    registry = CollectorRegistry()
-    snapshot = memory.snapshot()
-    registry.register(RelevanceCollector(lambda: snapshot))
-    expected = parse_metrics(generate_latest(registry).decode())
+    expected = exported(memory)
     assert stream.send(events) == len(events)
     return expected, len(events)
 
