@@ -7,6 +7,10 @@ events seen. Series (``docs/canary.md``):
   candidate}: relative change, its confidence sequence, log mixture likelihood ratio against no change,
   and the verdict (1 pass, 0 inconclusive, −1 regression);
 * ``search_relevance_canary_sessions`` {…, arm}: sessions per arm (``baseline`` / ``candidate``);
+* ``search_relevance_canary_verdict_changes`` and
+  ``search_relevance_canary_verdict_changed_timestamp_seconds`` {…}: how often the verdict changed
+  over the comparison's looks (one per epoch, starting from inconclusive), and the event time of the
+  last change (left out while it never changed);
 * ``search_relevance_deploy_timestamp_seconds`` {ranker, kind}: the latest event time per ranker and kind,
   deploys detected in the impressions included as ``kind="deploy"`` (Grafana annotations).
 
@@ -63,6 +67,12 @@ class CanaryCollector(Collector):
                     for name, doc in GAUGES.items()}
         sessions = GaugeMetricFamily(f"{self.prefix}_canary_sessions", "Sessions compared, per arm",
                                      labels=[*COMPARISON_LABELS, "arm"])
+        changes = GaugeMetricFamily(f"{self.prefix}_canary_verdict_changes",
+                                    "How often the verdict changed (a look per epoch)",
+                                    labels=COMPARISON_LABELS)
+        changed = GaugeMetricFamily(f"{self.prefix}_canary_verdict_changed_timestamp_seconds",
+                                    "Event time of the verdict's last change (Unix seconds)",
+                                    labels=COMPARISON_LABELS)
         for labels, c in sorted(shown.items()):
             v = c.verdict
             values = {"estimate": v.estimate, "lower": v.lower, "upper": v.upper, "evidence": v.evidence,
@@ -72,8 +82,13 @@ class CanaryCollector(Collector):
                     families[name].add_metric(list(labels), value)
             sessions.add_metric([*labels, "baseline"], v.n_baseline)
             sessions.add_metric([*labels, "candidate"], v.n_candidate)
+            changes.add_metric(list(labels), v.changes)
+            if v.changed_at is not None:
+                changed.add_metric(list(labels), v.changed_at)
         yield from families.values()
         yield sessions
+        yield changes
+        yield changed
 
         latest: dict[tuple[str, str], float] = {}
         for d in deploys:

@@ -40,7 +40,8 @@ def row(c: Comparison) -> dict[str, Any]:
     return {"bucket": c.bucket, "metric": c.metric, "kind": c.kind, "candidate": c.candidate,
             "baseline": c.baseline, "verdict": v.verdict, "estimate": v.estimate, "lower": v.lower,
             "upper": v.upper, "evidence": v.evidence, "n_baseline": v.n_baseline,
-            "n_candidate": v.n_candidate, "reason": v.reason}
+            "n_candidate": v.n_candidate, "reason": v.reason, "changes": v.changes,
+            "changed_at": v.changed_at, "resets": v.resets}
 
 
 def table(rows: Sequence[Comparison]) -> str:

@@ -77,6 +77,10 @@ class WorkerSettings:
     canary_alpha: float = 0.05
     canary_min_drop: float = 0.02
     canary_baseline_window: float = 86400.0
+    canary_time_matched: bool = True
+    canary_match_slot: float = 3600.0
+    canary_match_period: float = 86400.0
+    canary_sticky: bool = True
     alert_interval: float = 15.0
     runbook_base: str | None = None
     dashboard_url: str | None = None
@@ -98,7 +102,9 @@ class WorkerSettings:
 
     def canary(self) -> CanaryConfig:
         return CanaryConfig(alpha=self.canary_alpha, min_relative_drop=self.canary_min_drop,
-                            baseline_window=self.canary_baseline_window)
+                            baseline_window=self.canary_baseline_window,
+                            time_matched=self.canary_time_matched, match_slot=self.canary_match_slot,
+                            match_period=self.canary_match_period, sticky=self.canary_sticky)
 
     def alerts(self) -> AlertConfig:
         config = AlertConfig(alpha=self.canary_alpha)
@@ -129,6 +135,17 @@ def _seconds(where: str, value: Any) -> float:
     if isinstance(value, bool) or not (math.isfinite(number) and number > 0):
         raise SettingsError(f"{where}: must be a positive number of seconds, got {value!r}")
     return number
+
+
+def _boolean(where: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise SettingsError(f"{where}: must be true or false, got {value!r}")
 
 
 def _fraction(where: str, value: Any) -> float:
@@ -271,6 +288,10 @@ ENV: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "canary_alpha": ("MONITOR_CANARY_ALPHA", _fraction),
     "canary_min_drop": ("MONITOR_CANARY_MIN_DROP", _fraction),
     "canary_baseline_window": ("MONITOR_CANARY_BASELINE_WINDOW", _seconds),
+    "canary_time_matched": ("MONITOR_CANARY_TIME_MATCHED", _boolean),
+    "canary_match_slot": ("MONITOR_CANARY_MATCH_SLOT", _seconds),
+    "canary_match_period": ("MONITOR_CANARY_MATCH_PERIOD", _seconds),
+    "canary_sticky": ("MONITOR_CANARY_STICKY", _boolean),
     "alert_interval": ("MONITOR_ALERT_INTERVAL", _seconds),
     "runbook_base": ("MONITOR_RUNBOOK_BASE", _http_url),
     "dashboard_url": ("MONITOR_DASHBOARD_URL", _http_url),
@@ -334,6 +355,10 @@ def load_settings(env: Mapping[str, str], config_file: Path | None = None) -> Wo
         raise SettingsError(f"topics must be five different names, got {names}")
     plain = {k: v for k, v in values.items() if not k.startswith("topics.")}
     settings = WorkerSettings(topics=topics, stream=config, **plain)
+    try:
+        settings.canary()
+    except ValueError as error:
+        raise SettingsError(f"{source}: canary settings: {error}") from None
     _check_security(settings)
     return settings
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -39,6 +40,17 @@ def test_every_series_of_a_comparison() -> None:
     assert get("search_relevance_canary_verdict", LABELS) == -1.0
     assert get("search_relevance_canary_sessions", {**LABELS, "arm": "baseline"}) == 5678
     assert get("search_relevance_canary_sessions", {**LABELS, "arm": "candidate"}) == 1234
+    assert get("search_relevance_canary_verdict_changes", LABELS) == 0
+    assert get("search_relevance_canary_verdict_changed_timestamp_seconds", LABELS) is None  # never changed
+
+
+def test_how_often_and_when_the_verdict_changed() -> None:
+    c = comparison()
+    changed = Comparison(c.bucket, c.metric, c.kind, c.baseline, c.candidate,
+                         replace(c.verdict, changes=2, changed_at=1_763_712_900.0))
+    get = registry_of([changed]).get_sample_value
+    assert get("search_relevance_canary_verdict_changes", LABELS) == 2
+    assert get("search_relevance_canary_verdict_changed_timestamp_seconds", LABELS) == 1_763_712_900.0
 
 
 @pytest.mark.parametrize(("verdict", "code"), [("pass", 1.0), ("inconclusive", 0.0), ("regression", -1.0)])

@@ -44,6 +44,9 @@ def test_defaults_then_file_then_environment(tmp_path: Path) -> None:
     ({"MONITOR_SCALE": "stars"}, "MONITOR_SCALE: "),
     ({"MONITOR_CANARY_ALPHA": "1.5"}, "MONITOR_CANARY_ALPHA: must be a number strictly between 0 and 1"),
     ({"MONITOR_CANARY_BASELINE_WINDOW": "0"}, "MONITOR_CANARY_BASELINE_WINDOW: must be a positive number of"),
+    ({"MONITOR_CANARY_STICKY": "maybe"}, "MONITOR_CANARY_STICKY: must be true or false, got 'maybe'"),
+    ({"MONITOR_CANARY_MATCH_SLOT": "-1"}, "MONITOR_CANARY_MATCH_SLOT: must be a positive number of"),
+    ({"MONITOR_CANARY_MATCH_PERIOD": "60"}, "canary settings: match_period: must be at least match_slot"),
     ({"MONITOR_TOPIC_ANNOTATIONS": "impressions"}, "topics must be five different names"),
 ])
 def test_bad_environment_values_are_named(env: dict[str, str], message: str) -> None:
@@ -54,6 +57,11 @@ def test_bad_environment_values_are_named(env: dict[str, str], message: str) -> 
 def test_the_canary_settings_reach_the_canary_test() -> None:
     config = load_settings({"MONITOR_CANARY_BASELINE_WINDOW": "7200", "MONITOR_CANARY_MIN_DROP": "0.05"}).canary()
     assert (config.baseline_window, config.min_relative_drop, config.alpha) == (7200.0, 0.05, 0.05)
+    assert (config.time_matched, config.sticky, config.match_slot, config.match_period) == (True, True, 3600.0,
+                                                                                          86400.0)
+    weekly = load_settings({"MONITOR_CANARY_TIME_MATCHED": "false", "MONITOR_CANARY_STICKY": "0",
+                            "MONITOR_CANARY_MATCH_PERIOD": "604800"}).canary()
+    assert (weekly.time_matched, weekly.sticky, weekly.match_period) == (False, False, 604800.0)
 
 
 def test_bad_file_values_name_the_file(tmp_path: Path) -> None:

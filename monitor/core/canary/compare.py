@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from monitor.core.canary.config import CanaryConfig
-from monitor.core.canary.estimates import log_statistic
+from monitor.core.canary.estimates import LogStatistic, log_statistic
 from monitor.core.canary.sequential import half_width, log_mixture_ratio
 
 VerdictName = Literal["pass", "regression", "inconclusive"]
@@ -57,6 +57,9 @@ class Verdict:
     n_baseline: int
     n_candidate: int
     reason: str
+    changes: int = 0
+    changed_at: float | None = None
+    resets: int = 0
 
 
 def _percent(x: float) -> str:
@@ -66,8 +69,11 @@ def _percent(x: float) -> str:
 def compare(baseline: Mapping[str, float], candidate: Mapping[str, float], metric: str,
             config: CanaryConfig) -> Verdict:
     """The verdict on ``metric`` ("dcg" or "pnr") of candidate vs baseline (module docstring)."""
-    base = log_statistic(baseline, metric)
-    cand = log_statistic(candidate, metric)
+    return decide(log_statistic(baseline, metric), log_statistic(candidate, metric), config)
+
+
+def decide(base: LogStatistic, cand: LogStatistic, config: CanaryConfig) -> Verdict:
+    """The verdict from each arm's log statistic and its variance (module docstring)."""
     counts = (base.n, cand.n)
     short = base.n < config.min_sessions or cand.n < config.min_sessions
     too_few = (f"too few sessions: baseline {base.n}, candidate {cand.n} "
@@ -90,20 +96,27 @@ def compare(baseline: Mapping[str, float], candidate: Mapping[str, float], metri
     lower, upper = math.expm1(theta - h), math.expm1(theta + h)
     evidence = log_mixture_ratio(theta, variance, config.mixture_sd)
     values = (estimate, lower, upper, evidence, *counts)
-    drop = config.min_relative_drop
-    level = f"{(1 - config.alpha) * 100:g}%"
     if short:
         return Verdict("inconclusive", *values, too_few)
-    if upper < 0.0 and estimate <= -drop:
-        return Verdict("regression", *values,
-                       f"{_percent(-estimate)} lower; the {level} confidence sequence excludes no change")
-    if lower > -drop:
-        return Verdict("pass", *values,
-                       f"the {level} confidence sequence rules out a drop of {_percent(drop)} or more")
+    if upper < 0.0 and estimate <= -config.min_relative_drop:
+        name: VerdictName = "regression"
+    elif lower > -config.min_relative_drop:
+        name = "pass"
+    else:
+        name = "inconclusive"
+    return Verdict(name, *values, reason(name, estimate, upper, config))
+
+
+def reason(verdict: VerdictName, estimate: float, upper: float, config: CanaryConfig, held: str = "") -> str:
+    """Why a decided (enough sessions, an interval) verdict is what it is; ``held``: what the interval
+    is, when it is not the current look's alone."""
+    drop = config.min_relative_drop
+    sequence = f"the {(1 - config.alpha) * 100:g}% confidence sequence{held}"
+    if verdict == "regression":
+        return f"{_percent(-estimate)} lower; {sequence} excludes no change"
+    if verdict == "pass":
+        return f"{sequence} rules out a drop of {_percent(drop)} or more"
     if upper < 0.0:
-        return Verdict("inconclusive", *values,
-                       f"lower, but the estimated drop {_percent(-estimate)} is below the minimum of "
-                       f"interest {_percent(drop)}, and a drop of {_percent(drop)} is not yet ruled out")
-    return Verdict("inconclusive", *values,
-                   f"the {level} confidence sequence still holds both no change and a drop of "
-                   f"{_percent(drop)}")
+        return (f"lower, but the estimated drop {_percent(-estimate)} is below the minimum of "
+                f"interest {_percent(drop)}, and a drop of {_percent(drop)} is not yet ruled out")
+    return f"{sequence} still holds both no change and a drop of {_percent(drop)}"

@@ -9,7 +9,13 @@
 * ``mixture_sd`` (0.05): τ, the standard deviation of the normal mixture over the log ratio (the mSPRT
   "prior"). The sequence is tightest when its half-width is ≈ 1.07 τ, i.e. around drops of 5%;
 * ``baseline_window`` (1 day): after a deploy without a canary, the new ranker is compared with the
-  previous one's sessions in this much event time before the deploy (a full daily cycle).
+  previous one's sessions in this much event time before the deploy (a full daily cycle);
+* ``time_matched`` (True), ``match_slot`` (1 hour), ``match_period`` (1 day): compare the arms within the
+  same time strata (:mod:`.matched`): a deploy's baseline is reweighted to the candidate's mix of
+  ``match_slot``-long phases of ``match_period`` (hours of the day; a period of 7 days matches hours of
+  the week), a canary's control to the canary's mix of ``match_slot``-long stretches of its period;
+* ``sticky`` (True): the verdict is decided on the running intersection of the confidence sequence over
+  the looks, one per epoch of the period (:func:`.paths.sticky_path`), so it does not flap.
 
 >>> CanaryConfig().alpha
 0.05
@@ -32,9 +38,17 @@ class CanaryConfig:
     min_sessions: int = 200
     mixture_sd: float = 0.05
     baseline_window: float = 86400.0
+    time_matched: bool = True
+    match_slot: float = 3600.0
+    match_period: float = 86400.0
+    sticky: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("alpha", "min_relative_drop", "mixture_sd", "baseline_window"):
+        for name in ("time_matched", "sticky"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}: expected true or false, got {getattr(self, name)!r}")
+        for name in ("alpha", "min_relative_drop", "mixture_sd", "baseline_window", "match_slot",
+                     "match_period"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"{name}: expected a finite number, got {value!r}")
@@ -44,6 +58,11 @@ class CanaryConfig:
             raise ValueError(f"min_relative_drop: must be in (0, 1), got {self.min_relative_drop!r}")
         if self.baseline_window <= 0.0:
             raise ValueError(f"baseline_window: must be > 0 seconds, got {self.baseline_window!r}")
+        if self.match_slot <= 0.0:
+            raise ValueError(f"match_slot: must be > 0 seconds, got {self.match_slot!r}")
+        if self.match_period < self.match_slot:
+            raise ValueError(f"match_period: must be at least match_slot ({self.match_slot!r} s), "
+                             f"got {self.match_period!r}")
         if self.mixture_sd <= 0.0:
             raise ValueError(f"mixture_sd: must be > 0, got {self.mixture_sd!r}")
         sessions = self.min_sessions

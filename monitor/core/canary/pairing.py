@@ -28,16 +28,33 @@ A ``rollback`` or ``canary_end`` of R newer than R's start (its ``canary_start``
 for a canary without a ``canary_start``, any such event) ends R's comparison: none is returned for it.
 Events with equal times are ordered as given. Each pair gives one comparison per metric (DCG, PNR); the
 result is sorted by bucket (head, torso, tail, then others by name), kind, candidate, baseline, metric.
+
+**How a pair is judged** (:func:`judge`): the monitor *looks* once per epoch of the period, in event
+time: look i holds the candidate's sessions of the period's epochs up to the i-th (a canary's control
+too; a deploy's baseline is all of it at every look). With ``CanaryConfig.time_matched`` each arm is
+split into time strata, the epoch's ``match_slot``-long stretch of the period for a canary (so a split
+that ramps up during the day compares like hours) and its phase in ``match_period`` for a deploy (the
+hour of day: a 03:00 deploy is compared with the previous ranker's night), and the baseline is
+reweighted to the candidate's mix (:mod:`.matched`). The verdict path over the looks
+(:mod:`.paths`) is made sticky with ``CanaryConfig.sticky`` (running intersection), and its last look
+is the verdict, with how often it changed along the way and when it last did. Everything is a function
+of the epochs alone, so every worker, a restart and a replay give the same verdict, and a correction
+of labels already counted is judged on the corrected data at every look.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
-from monitor.core.canary.compare import Verdict, compare
+import numpy as np
+
+from monitor.core.canary.compare import Verdict, VerdictName, decide, reason
 from monitor.core.canary.config import CanaryConfig
-from monitor.core.canary.estimates import METRICS
+from monitor.core.canary.estimates import METRICS, LogStatistic, log_statistic
+from monitor.core.canary.matched import fields_of, matched_paths
+from monitor.core.canary.paths import INCONCLUSIVE, PASS, REGRESSION, LogPath, sticky_path, verdict_path
 from monitor.core.events import BUCKETS, Deploy
 from monitor.core.stream.history import History
 from monitor.core.stream.session import split_group
@@ -75,12 +92,6 @@ def _ended(events: Sequence[tuple[Order, Deploy]], ranker: str, since: Order | N
 
 def _bucket_order(bucket: str) -> tuple[int, str]:
     return (BUCKETS.index(bucket) if bucket in BUCKETS else len(BUCKETS), bucket)
-
-
-def _pair(bucket: str, kind: str, baseline: tuple[str, Stats], candidate: tuple[str, Stats],
-          config: CanaryConfig) -> list[Comparison]:
-    return [Comparison(bucket, metric, kind, baseline[0], candidate[0],
-                       compare(baseline[1], candidate[1], metric, config)) for metric in METRICS]
 
 
 def detect_deploys(history: History, deploys: Sequence[Deploy]) -> list[Deploy]:
@@ -125,49 +136,157 @@ def comparisons(history: History, deploys: Sequence[Deploy], config: CanaryConfi
                                       metrics[c.metric]))
 
 
-def _arms(history: History, bucket: str, first: int | None,
-          last: int | None = None) -> dict[tuple[str, str], Stats]:
-    """(ranker, variant) → stats of ``bucket``'s groups over the epochs ``first`` … ``last``."""
-    out: dict[tuple[str, str], Stats] = {}
-    for group, stats in history.totals(first, last).items():
-        group_bucket, ranker, variant = split_group(group)
-        if group_bucket == bucket:
-            add(out.setdefault((ranker, variant), {}), stats)
+Epochs = dict[int, Stats]  # epoch index -> the stats of one arm's groups in it
+CODE_NAMES: dict[int, VerdictName] = {PASS: "pass", INCONCLUSIVE: "inconclusive", REGRESSION: "regression"}
+
+
+def _epochs(history: History, bucket: str, wanted: Callable[[str, str], bool], first: int | None = None,
+            last: int | None = None) -> Epochs:
+    """Epoch → the summed stats of ``bucket``'s groups (ranker, variant) that ``wanted`` selects, over
+    the epochs ``first`` … ``last`` (inclusive; None: unbounded)."""
+    out: Epochs = {}
+    for index, groups in history.epochs.items():
+        if (first is not None and index < first) or (last is not None and index > last):
+            continue
+        for group, stats in groups.items():
+            group_bucket, ranker, variant = split_group(group)
+            if group_bucket == bucket and wanted(ranker, variant):
+                add(out.setdefault(index, {}), stats)
     return out
+
+
+def _total(epochs: Epochs) -> Stats:
+    out: Stats = {}
+    for stats in epochs.values():
+        add(out, stats)
+    return out
+
+
+def _stratum(history: History, kind: str, config: CanaryConfig) -> Callable[[int], int]:
+    """The time stratum of an epoch: its ``match_slot``-long stretch (canary) or its phase in
+    ``match_period`` (deploy); one stratum without time matching."""
+    if not config.time_matched:
+        return lambda index: 0
+    width, slot, period = history.width, config.match_slot, config.match_period
+    if kind == "canary":
+        return lambda index: math.floor(index * width / slot)
+    return lambda index: math.floor((index * width) % period / slot)
+
+
+def _problem(stats: Stats, metric: str, matched: LogPath, i: int) -> str:
+    if round(stats.get("sessions", 0.0)) > 0 and matched.n[i] == 0:
+        return "no sessions in the time strata the other arm has"
+    problem = log_statistic(stats, metric).problem
+    return problem or "too few sessions per time stratum for a variance"
+
+
+def _statistic(path: LogPath, stats: Stats, metric: str) -> LogStatistic:
+    """The last look of an arm's path as a :class:`LogStatistic` (with the reason of what is missing);
+    an arm with no time stratum in common with the other counts all its sessions."""
+    value, variance = float(path.value[-1]), float(path.variance[-1])
+    ok_value, ok_variance = math.isfinite(value), math.isfinite(variance)
+    problem = "" if ok_value and ok_variance else _problem(stats, metric, path, -1)
+    n = round(float(path.n[-1])) or round(stats.get("sessions", 0.0))
+    return LogStatistic(n, value if ok_value else None, variance if ok_variance else None, problem)
+
+
+def judge(baseline: Epochs, candidate: Epochs, looks: Sequence[int], grows: bool,
+          stratum: Callable[[int], int], metric: str, config: CanaryConfig, history: History) -> Verdict:
+    """The verdict of ``candidate`` against ``baseline`` (epoch → stats) on ``metric`` (module docstring):
+    a look after each epoch of ``looks`` (sorted); the baseline's epochs enter at their look when it
+    ``grows`` (a canary's control), all at once otherwise (a deploy's baseline)."""
+    indices = list(looks) or [0]
+    strata = sorted({stratum(e) for e in [*indices, *baseline, *candidate]})
+    where = {s: j for j, s in enumerate(strata)}
+    width = 3 if metric == "dcg" else 6
+    base = np.zeros((len(indices), len(strata), width))
+    cand = np.zeros((len(indices), len(strata), width))
+    position = {e: i for i, e in enumerate(indices)}
+    for e, stats in candidate.items():
+        if e in position:
+            cand[position[e], where[stratum(e)]] += fields_of(stats, metric)
+    for e, stats in baseline.items():
+        if grows and e in position:
+            base[position[e], where[stratum(e)]] += fields_of(stats, metric)
+        elif not grows:
+            base[0, where[stratum(e)]] += fields_of(stats, metric)
+    np.cumsum(cand, axis=0, out=cand)
+    np.cumsum(base, axis=0, out=base)
+    base_path, cand_path = matched_paths(base, cand, metric)
+    path = verdict_path(base_path, cand_path, config)
+    if config.sticky:
+        path = sticky_path(path, config)
+    raw = decide(_statistic(base_path, _total(baseline), metric),
+                 _statistic(cand_path, _total(candidate), metric), config)
+    changes = int(path.changes[-1])
+    changed_at = None
+    if changes:
+        last_change = int(np.flatnonzero(np.diff(path.code, prepend=INCONCLUSIVE) != 0)[-1])
+        latest = max((last for _, last in history.seen.values()), default=math.inf)
+        begins = indices[last_change] * history.width
+        changed_at = min(begins + history.width, max(latest, begins))
+    resets = int(path.resets[-1])
+    if not config.sticky or not bool(path.eligible[-1]):
+        return replace(raw, changes=changes, changed_at=changed_at, resets=resets)
+    name = CODE_NAMES[int(path.code[-1])]
+    estimate, lower, upper = (float(a[-1]) for a in (path.estimate, path.lower, path.upper))
+    looked = int(np.count_nonzero(path.eligible))
+    held = "" if looked <= 1 else f" kept over {looked} looks" + (f" (restarted {resets}×)" if resets else "")
+    return replace(raw, verdict=name, estimate=estimate, lower=lower, upper=upper,
+                   reason=reason(name, estimate, upper, config, held), changes=changes, changed_at=changed_at,
+                   resets=resets)
+
+
+def _pair(bucket: str, kind: str, names: tuple[str, str], baseline: Epochs, candidate: Epochs,
+          looks: Sequence[int], history: History, config: CanaryConfig) -> list[Comparison]:
+    stratum = _stratum(history, kind, config)
+    return [Comparison(bucket, metric, kind, names[0], names[1],
+                       judge(baseline, candidate, looks, kind == "canary", stratum, metric, config, history))
+            for metric in METRICS]
 
 
 def _canaries(bucket: str, history: History, events: Sequence[tuple[Order, Deploy]],
               config: CanaryConfig) -> list[Comparison]:
     out: list[Comparison] = []
-    candidates = sorted({ranker for (ranker, variant) in _arms(history, bucket, None) if variant == "canary"})
+    candidates = sorted({split_group(g)[1] for groups in history.epochs.values() for g in groups
+                         if split_group(g)[0] == bucket and split_group(g)[2] == "canary"})
     for ranker in candidates:
         start = _latest(events, ranker, "canary_start")
         if _ended(events, ranker, None if start is None else start[0]):
             continue
         since = start[1].ts if start is not None else history.seen.get(("canary", ranker), (None, None))[0]
-        arms = _arms(history, bucket, None if since is None else history.epoch(since))
-        controls = {r: stats for (r, variant), stats in arms.items()
-                    if variant == "control" and stats.get("sessions", 0.0) > 0}
+        first = None if since is None else history.epoch(since)
+        controls: dict[str, Epochs] = {}
+        for index, groups in history.epochs.items():
+            if first is not None and index < first:
+                continue
+            for group, stats in groups.items():
+                group_bucket, other, variant = split_group(group)
+                if group_bucket == bucket and variant == "control":
+                    add(controls.setdefault(other, {}).setdefault(index, {}), stats)
+        sessions = {r: _total(e).get("sessions", 0.0) for r, e in controls.items()}
+        controls = {r: e for r, e in controls.items() if sessions[r] > 0}
         if not controls:
             continue
         named = None if start is None else start[1].previous
         if named is not None and named in controls:
             baseline = named
         else:
-            baseline = min(controls, key=lambda r: (-controls[r].get("sessions", 0.0), r))
-        out.extend(_pair(bucket, "canary", (baseline, controls[baseline]),
-                         (ranker, arms.get((ranker, "canary"), {})), config))
+            baseline = min(controls, key=lambda r: (-sessions[r], r))
+        def is_canary(r: str, variant: str, name: str = ranker) -> bool:
+            return r == name and variant == "canary"
+
+        canary = _epochs(history, bucket, is_canary, first)
+        looks = sorted({*controls[baseline], *canary})
+        out.extend(_pair(bucket, "canary", (baseline, ranker), controls[baseline], canary, looks, history,
+                         config))
     return out
 
 
-def _plain(arms: Mapping[tuple[str, str], Stats], ranker: str) -> Stats | None:
-    found = [stats for (r, variant), stats in arms.items() if r == ranker and variant in PLAIN_VARIANTS]
-    if not found:
-        return None
-    merged: Stats = {}
-    for stats in found:
-        add(merged, stats)
-    return merged
+def _plain(history: History, bucket: str, ranker: str, first: int, last: int | None = None) -> Epochs | None:
+    found = _epochs(history, bucket, lambda r, variant: r == ranker and variant in PLAIN_VARIANTS,
+                    first, last)
+    return found or None
 
 
 def _deploys(bucket: str, history: History, events: Sequence[tuple[Order, Deploy]],
@@ -185,9 +304,10 @@ def _deploys(bucket: str, history: History, events: Sequence[tuple[Order, Deploy
             continue
         epoch = history.epoch(deploy.ts)
         back = history.epoch(deploy.ts - config.baseline_window)
-        candidate = _plain(_arms(history, bucket, epoch), ranker)
-        baseline = _plain(_arms(history, bucket, back, epoch), previous)
+        candidate = _plain(history, bucket, ranker, epoch)
+        baseline = _plain(history, bucket, previous, back, epoch)
         if candidate is None and baseline is None:
             continue
-        out.extend(_pair(bucket, "deploy", (previous, baseline or {}), (ranker, candidate or {}), config))
+        out.extend(_pair(bucket, "deploy", (previous, ranker), baseline or {}, candidate or {},
+                         sorted(candidate or {}), history, config))
     return out

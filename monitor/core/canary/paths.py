@@ -1,10 +1,16 @@
 """The verdict along a whole stream at once: :func:`.compare` vectorised over arrays of cumulative sums.
 
-Element i of every input array is an arm's state after the i-th session of a stream (cumulative field
-sums, e.g. ``np.cumsum``), so one call gives the verdict after *every* session, as continuous monitoring
-sees it. Same formulas, same decision rule and the same results as :func:`.compare` (the tests check it
-element by element); undefined values are NaN here instead of None. Used by the benchmark, the A/A
-Monte-Carlo test and for plotting a canary's confidence sequence over time.
+Element i of every input array is an arm's state after the i-th session (or look) of a stream
+(cumulative field sums, e.g. ``np.cumsum``), so one call gives the verdict after *every* look, as
+continuous monitoring sees it. Same formulas, same decision rule and the same results as
+:func:`.compare` (the tests check it element by element); undefined values are NaN here instead of None.
+The comparisons of :mod:`.pairing` run on it (a look per epoch of their period), and so do the benchmark
+and the Monte-Carlo tests.
+
+:func:`sticky_path` keeps the **running intersection** of the confidence sequence over the looks: the
+intersection of confidence sequences is itself one (it covers θ at every look whenever each of them
+does, so with probability ≥ 1 − α), and it only narrows, so a verdict it reaches is not lost to the
+estimate wandering (see its docstring for the rule and the resets).
 
 Verdict codes: 1 pass, 0 inconclusive, −1 regression (as exported by ``search_relevance_canary_verdict``).
 """
@@ -33,11 +39,18 @@ class LogPath:
 
 @dataclass(frozen=True)
 class VerdictPath:
+    """Per look: estimate, confidence sequence, evidence and verdict code; ``eligible``: both arms have
+    ``min_sessions`` and an interval exists; ``changes``: how often the code changed up to this look
+    (starting from inconclusive); ``resets``: how often a sticky path restarted its intersection."""
+
     estimate: FloatArray
     lower: FloatArray
     upper: FloatArray
     evidence: FloatArray
     code: npt.NDArray[np.int8]
+    eligible: npt.NDArray[np.bool_]
+    changes: npt.NDArray[np.int64]
+    resets: npt.NDArray[np.int64]
 
 
 def _f(x: npt.ArrayLike) -> FloatArray:
@@ -89,4 +102,76 @@ def verdict_path(baseline: LogPath, candidate: LogPath, config: CanaryConfig) ->
     code = np.full(theta.shape, INCONCLUSIVE, dtype=np.int8)
     code[enough & (upper < 0.0) & (estimate <= -drop)] = REGRESSION
     code[enough & (lower > -drop)] = PASS
-    return VerdictPath(estimate, lower, upper, evidence, code)
+    return VerdictPath(estimate, lower, upper, evidence, code, enough, changes_of(code),
+                       np.zeros(code.shape, dtype=np.int64))
+
+
+def changes_of(code: npt.NDArray[np.int8]) -> npt.NDArray[np.int64]:
+    """How often the code changed up to each look (along the last axis), starting from inconclusive."""
+    before = np.concatenate([np.full((*code.shape[:-1], 1), INCONCLUSIVE, dtype=code.dtype),
+                             code[..., :-1]], axis=-1)
+    return np.cumsum(code != before, axis=-1, dtype=np.int64)
+
+
+def _sticky_segment(estimate: FloatArray, lower: FloatArray, upper: FloatArray,
+                    eligible: npt.NDArray[np.bool_], drop: float
+                    ) -> tuple[FloatArray, FloatArray, FloatArray, npt.NDArray[np.int8], int | None]:
+    """The sticky rule on one row's looks from a segment's start; the index (relative) of its first
+    conflict (an empty intersection), where the next segment starts, or None."""
+    lo = np.fmax.accumulate(np.where(eligible, lower, -np.inf))
+    hi = np.fmin.accumulate(np.where(eligible, upper, np.inf))
+    conflict = np.flatnonzero(lo > hi)
+    end = eligible.size if conflict.size == 0 else int(conflict[0])
+    lo, hi, eligible, current = lo[:end], hi[:end], eligible[:end], estimate[:end]
+    kept = np.where(eligible, np.clip(current, lo, hi), current)
+    passed = eligible & (lo > -drop)
+    reached = np.logical_or.accumulate(eligible & (hi < 0.0) & (kept <= -drop))
+    code = np.full(end, INCONCLUSIVE, dtype=np.int8)
+    code[reached & eligible] = REGRESSION
+    code[passed] = PASS
+    return (kept, np.where(np.isfinite(lo), lo, np.nan), np.where(np.isfinite(hi), hi, np.nan), code,
+            None if conflict.size == 0 else end)
+
+
+def sticky_path(path: VerdictPath, config: CanaryConfig) -> VerdictPath:
+    """The verdict on the running intersection [max lower, min upper] of the confidence sequence over the
+    eligible looks (along the last axis).
+
+    * **pass** once the intersection rules out a drop of d (max lower > −d): it only narrows, so a pass
+      is never lost;
+    * **regression** once the intersection lies below 0 with the estimate (the current one, moved into
+      the intersection) at a drop of d or more, and from then on while the intersection does not rule
+      out a drop of d: an estimate wandering back above −d does not end it. A regression can still
+      become a pass, when the intersection proves the drop smaller than d;
+    * **inconclusive** otherwise.
+
+    **Reset**: when a look's interval is disjoint from the intersection so far (the data changed under
+    it, or the effect itself moved: a coverage failure of the whole family is a probability-α event),
+    the intersection restarts at that look and the verdict is decided afresh from there; ``resets``
+    counts it. Looks before an arm has ``min_sessions`` take no part. ``estimate``, ``lower`` and
+    ``upper`` become the sticky ones; ``evidence`` stays the current look's.
+    """
+    shape = path.code.shape
+    looks = shape[-1] if shape else 1
+    estimate, lower, upper = (np.asarray(a, dtype=np.float64).reshape(-1, looks)
+                              for a in (path.estimate, path.lower, path.upper))
+    eligible = np.asarray(path.eligible, dtype=bool).reshape(-1, looks)
+    kept, lo, hi = (np.empty(estimate.shape) for _ in range(3))
+    code = np.empty(estimate.shape, dtype=np.int8)
+    resets = np.zeros(estimate.shape, dtype=np.int64)
+    for r in range(estimate.shape[0]):
+        start: int | None = 0
+        count = 0
+        while start is not None:
+            part = slice(start, None)
+            values = _sticky_segment(estimate[r, part], lower[r, part], upper[r, part], eligible[r, part],
+                                     config.min_relative_drop)
+            following = values[4]
+            end = looks if following is None else start + following
+            kept[r, start:end], lo[r, start:end], hi[r, start:end], code[r, start:end] = values[:4]
+            resets[r, start:end] = count
+            count += 1
+            start = None if following is None else end
+    sticky = code.reshape(shape)
+    return VerdictPath(kept.reshape(shape), lo.reshape(shape), hi.reshape(shape), path.evidence, sticky,
+                       path.eligible, changes_of(sticky), resets.reshape(shape))
