@@ -175,3 +175,37 @@ def sticky_path(path: VerdictPath, config: CanaryConfig) -> VerdictPath:
     sticky = code.reshape(shape)
     return VerdictPath(kept.reshape(shape), lo.reshape(shape), hi.reshape(shape), path.evidence, sticky,
                        path.eligible, changes_of(sticky), resets.reshape(shape))
+
+
+@dataclass(frozen=True)
+class EffectPath:
+    """Per look: the log ratio θ̂ of the candidate's metric to the (time-matched) baseline's, its variance
+    and the sessions each arm contributes (NaN where undefined)."""
+
+    theta: FloatArray
+    variance: FloatArray
+    n_baseline: FloatArray
+    n_candidate: FloatArray
+
+    @staticmethod
+    def of(baseline: LogPath, candidate: LogPath) -> EffectPath:
+        return EffectPath(candidate.value - baseline.value, baseline.variance + candidate.variance,
+                          baseline.n, candidate.n)
+
+
+def matched_mean_path(n_b: npt.ArrayLike, s_b: npt.ArrayLike, q_b: npt.ArrayLike, n_c: npt.ArrayLike,
+                      s_c: npt.ArrayLike, q_c: npt.ArrayLike) -> EffectPath:
+    """The time-matched effect on mean DCG after every look, from per-stratum cumulative count, Σx and Σx²
+    of each arm, arrays of shape (..., looks, strata) (:func:`.matched.matched_mean_paths`)."""
+    from monitor.core.canary.matched import matched_mean_paths
+
+    return EffectPath.of(*matched_mean_paths(n_b, s_b, q_b, n_c, s_c, q_c))
+
+
+def effect_verdict_path(effect: EffectPath, config: CanaryConfig) -> VerdictPath:
+    """:func:`verdict_path` on an :class:`EffectPath` (the same decision rule)."""
+    shape = np.shape(effect.theta)
+    baseline = LogPath(_f(effect.n_baseline), np.zeros(shape), _f(effect.variance))
+    candidate = LogPath(_f(effect.n_candidate), _f(effect.theta),
+                        np.where(np.isfinite(effect.variance), 0.0, np.full(shape, np.nan)))
+    return verdict_path(baseline, candidate, config)
