@@ -1,0 +1,486 @@
+"""A realistic simulated world for one bucket: per-session DCG@k and PNR pair counts as real search traffic
+gives them, precomputed so that a Monte Carlo draw of a session is a few index look-ups.
+
+**Queries.** A bucket has ``queries`` distinct queries; the query of popularity rank r gets traffic share
+∝ r^−``zipf`` (head: few queries searched again and again; tail: many, nearly uniform, so a query rarely
+repeats within a day). Each query has a difficulty z_q ~ N(0, 1), independent of its popularity, and a
+pool of ``pool`` candidate documents whose grades 0..3 are drawn from the query's own distribution:
+
+    P(relevant) = expit(``relevant_logit`` − ``difficulty_sd`` · z_q)
+    P(grade g | relevant) ∝ (0.5, 0.3, 0.2)_g · exp(−``grade_tilt`` · (g − 1) · z_q),   g = 1, 2, 3
+
+so hard queries have few relevant documents, and mostly marginal ones; some have none at all. Gains are
+the seed scale's (:data:`monitor.sim.relevance.LEVEL_GAINS`: 0, 0.3, 0.7, 1). Every document has a fixed
+``doc_noise`` effect (how much better or worse it looks to any ranker than it is).
+
+**Sessions.** In one session of query q a share a_s ~ Beta(``available`` · ``available_spread``,
+(1 − ``available``) · ``available_spread``) of the pool is retrievable, each document independently
+(filters, stock, location and personalisation differ between sessions: some sessions retrieve almost
+everything, some almost nothing), and a ranker orders the retrievable ones by the score
+
+    s = sign · ``weight`` · grade + doc effect + ε,   ε ~ N(0, ``noise``) per session and document
+
+(sign +1 for the *healthy* ranker, −1 for the *broken* one: its relevance signal flipped, as
+:class:`monitor.sim.rankers.Ranker` with ``broken=True``). The session's outcome is DCG@k of the top k
+(k = ``k``: 40 in head, 20 elsewhere, the labelling depths of :class:`monitor.sim.config.SimConfig`)
+and its PNR pair counts P = concordant + grade-tied and N = discordant over the shown list, with the
+definitions of :func:`monitor.core.metrics.dcg` and :func:`monitor.core.metrics.pairs.pair_counts`
+(computed here vectorised over many sessions; :meth:`World.check_against_core` recomputes sampled
+sessions with those functions, and :meth:`World.build` runs it). For each query and ranker variant,
+``outcomes`` such sessions are precomputed (M, from the same query and the same documents); a simulated
+session draws its query, then one of the query's M outcomes uniformly: two index draws
+(:meth:`World.sample`).
+
+**The day.** With ``night_dip`` > 0 the query mix follows the clock: within the bucket the traffic share
+of query q in hour-of-day h is
+
+    p_q(h) ∝ p_q · exp(−β_h · u_q),   u_q = (e_q − m) / sd(e)
+
+with e_q the query's expected DCG@k under the healthy ranker (the mean of its M outcomes), m and sd(e) the
+traffic-weighted mean and spread of e_q, and β_h solved (bisection) so that the expected mean DCG@k of
+hour h is exactly
+
+    m_h = m · (1 − ``night_dip`` · cos(2π (h − ``dip_hour``) / 24))
+
+``night_dip`` lower than the daily mean in the hour starting at ``dip_hour`` (03:00 UTC), as much higher
+twelve hours later; the 24 hourly means average to m. At night hard queries are a larger share; the
+ranker is the same. :meth:`World.summary` reports the hourly means (exact, from the precomputed
+outcomes) and :func:`summarize_sample` those of drawn sessions.
+
+**A worse candidate.** ``draw(..., drop=d)``: a candidate session of hour h is the broken ranker's outcome
+(same query, same outcome index) with probability
+
+    q_h = d · m_h / (m_h − mb_h)    (mb_h the broken ranker's expected mean in hour h)
+
+(the same query, and the broken ranker's outcome of the same index: a session of its own, with its own
+retrievable documents and noise)
+
+so the candidate's expected mean DCG@k is exactly (1 − d) · m_h in every hour: the same relative drop at
+any time of day.
+
+Pure numpy; no clock, no I/O. The defaults (:data:`DEFAULT_SETTINGS`) give per-session DCG@k a
+coefficient of variation near 1.2, 20–26% sessions with DCG 0 and 60–65% of its variance explained by
+the query (the traffic-weighted variance of the queries' means over the total): most of the spread of a
+session's DCG is which query it was, and the rest, within a query, is still large and zero-inflated.
+:meth:`World.summary` gives these figures exactly for a built world (``tests/unit/test_sim_world.py``
+checks them and the time-of-day and drop calibrations).
+
+>>> world = World.build("tail", seed=1, settings=WorldSettings(k=20, queries=300, outcomes=8, pool=60))
+>>> rng = np.random.default_rng(0)
+>>> dcg, pos, neg, query = world.draw(rng, np.zeros(5), np.zeros(5, dtype=bool))
+>>> dcg.shape, bool((dcg >= 0).all()), bool((pos + neg <= 190).all())
+((5,), True, True)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+import numpy.typing as npt
+
+from monitor.core.metrics import dcg as core_dcg
+from monitor.core.metrics.pairs import pair_counts
+from monitor.sim.relevance import LEVEL_GAINS
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+HOURS = 24
+HEALTHY, BROKEN = 0, 1
+_GAINS = np.asarray(LEVEL_GAINS, dtype=np.float64)
+_RELEVANT_MIX = np.array([0.5, 0.3, 0.2])
+_CHUNK = 1_000_000  # documents × sessions per vectorised block (memory bound)
+
+
+def _number(settings: object, name: str) -> float:
+    value = getattr(settings, name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name}: expected a finite number, got {value!r}")
+    return float(value)
+
+
+def _integer(settings: object, name: str, least: int) -> int:
+    value = getattr(settings, name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name}: expected an integer ≥ {least}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class WorldSettings:
+    """One bucket's world (module docstring): list depth, queries and their popularity, documents and
+    their grades, the ranker's signal and noise, and the time-of-day mix."""
+
+    k: int = 20
+    queries: int = 20_000
+    zipf: float = 0.2
+    outcomes: int = 16
+    pool: int = 100
+    relevant_logit: float = -2.4
+    difficulty_sd: float = 1.0
+    grade_tilt: float = 0.5
+    available: float = 0.6
+    available_spread: float = 0.6
+    weight: float = 1.0
+    doc_noise: float = 0.7
+    noise: float = 1.5
+    night_dip: float = 0.0
+    dip_hour: float = 3.0
+
+    def __post_init__(self) -> None:
+        _integer(self, "k", 1)
+        _integer(self, "queries", 1)
+        _integer(self, "outcomes", 1)
+        _integer(self, "pool", 1)
+        for name in ("zipf", "relevant_logit", "difficulty_sd", "grade_tilt", "available",
+                     "available_spread", "weight",
+                     "doc_noise", "noise", "night_dip", "dip_hour"):
+            _number(self, name)
+        if self.zipf < 0:
+            raise ValueError(f"zipf: must be ≥ 0, got {self.zipf!r}")
+        if not 0.0 < self.available <= 1.0:
+            raise ValueError(f"available: must be in (0, 1], got {self.available!r}")
+        if self.available_spread <= 0:
+            raise ValueError(f"available_spread: must be > 0, got {self.available_spread!r}")
+        for name in ("difficulty_sd", "grade_tilt", "weight", "doc_noise", "noise"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}: must be ≥ 0, got {getattr(self, name)!r}")
+        if not 0.0 <= self.night_dip < 0.5:
+            raise ValueError(f"night_dip: must be in [0, 0.5), got {self.night_dip!r}")
+        if not 0.0 <= self.dip_hour < HOURS:
+            raise ValueError(f"dip_hour: must be in [0, 24), got {self.dip_hour!r}")
+
+
+DEFAULT_SETTINGS: dict[str, WorldSettings] = {
+    "head": WorldSettings(k=40, queries=1_000, zipf=0.8, outcomes=128, pool=200, relevant_logit=-2.5,
+                          difficulty_sd=1.1, available=0.55, available_spread=0.7),
+    "torso": WorldSettings(k=20, queries=5_000, zipf=0.4, outcomes=24, pool=120, relevant_logit=-2.6,
+                           difficulty_sd=1.1),
+    "tail": WorldSettings(),
+}
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """Per variant (healthy, broken), query and outcome index: DCG@k, P and N (shape (2, queries, M))."""
+
+    dcg: FloatArray
+    pos: FloatArray
+    neg: FloatArray
+
+
+@dataclass(frozen=True)
+class WorldSummary:
+    """Statistics of the world's per-session DCG@k over a day's traffic (exact, from the outcomes)."""
+
+    bucket: str
+    k: int
+    mean: float
+    broken_mean: float
+    cv: float
+    zeros: float
+    query_share: float
+    pnr: float
+    hourly: FloatArray
+    night_dip: float
+    top_query_share: float
+    distinct_per_day: float
+
+    def line(self) -> str:
+        low = int(np.argmin(self.hourly))
+        dip = (f"night dip {self.night_dip:.1%} (hour {low:02d}: {self.hourly[low]:.3f})"
+               if self.night_dip > 5e-4 else "no night dip")
+        return (f"{self.bucket}: mean DCG@{self.k} {self.mean:.3f} (broken {self.broken_mean:.3f}), "
+                f"cv {self.cv:.2f}, zeros {self.zeros:.0%}, query share of variance {self.query_share:.0%}, "
+                f"PNR {self.pnr:.1f}, {dip}, commonest query {self.top_query_share:.1%} of traffic, "
+                f"{self.distinct_per_day:,.0f} distinct queries in 48,000 sessions")
+
+
+def _ranked(levels: IntArray, effects: FloatArray, sign: float, settings: WorldSettings,
+            rng: np.random.Generator, sessions: int) -> tuple[IntArray, FloatArray, BoolArray]:
+    """``sessions`` rankings of one query's pool per row of ``levels`` (queries, pool): shown grades,
+    scores and which of the k slots hold a document (shape (queries, sessions, k))."""
+    q, size = levels.shape
+    base = sign * settings.weight * levels + effects  # float64: no two documents tie in score
+    noise = rng.standard_normal((q, sessions, size), dtype=np.float32)
+    z = base[:, None, :] + settings.noise * noise.astype(np.float64)
+    a = settings.available * settings.available_spread
+    share = rng.beta(a, settings.available_spread - a, (q, sessions, 1)) if settings.available < 1 else 1.0
+    present = rng.random((q, sessions, size), dtype=np.float32) < share
+    scores = np.where(present, z, -np.inf)
+    depth = min(settings.k, size)
+    if depth < size:  # the top k, then their order (faster than sorting the whole pool)
+        top = np.argpartition(-scores, depth - 1, axis=2)[:, :, :depth]
+        inner = np.argsort(-np.take_along_axis(scores, top, axis=2), axis=2, kind="stable")
+        order = np.take_along_axis(top, inner, axis=2)
+    else:
+        order = np.argsort(-scores, axis=2, kind="stable")
+    shown_scores = np.take_along_axis(scores, order, axis=2)
+    shown = np.take_along_axis(np.broadcast_to(levels[:, None, :], scores.shape), order, axis=2)
+    filled = np.isfinite(shown_scores)
+    return np.where(filled, shown, 0).astype(np.int64), np.where(filled, shown_scores, 0.0), filled
+
+
+def _measures(shown: IntArray, filled: BoolArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """DCG@k (log2 discount, linear gains) and (P, N) of ranked lists, the last axis the shown order.
+
+    Scores are continuous and distinct, so every pair is ordered: N counts pairs whose lower-shown
+    document has the higher grade, P = all pairs − N (concordant + grade-tied)."""
+    depth = shown.shape[-1]
+    discounts = 1.0 / np.log2(np.arange(2, depth + 2, dtype=np.float64))
+    dcg = (np.where(filled, _GAINS[shown], 0.0) * discounts).sum(axis=-1)
+    onehot = (shown[..., None] == np.arange(4)) & filled[..., None]
+    after = np.cumsum(onehot[..., ::-1, :], axis=-2)[..., ::-1, :] - onehot  # strictly below, per grade
+    above_grade = np.cumsum(after[..., ::-1], axis=-1)[..., ::-1]  # Σ_{g' ≥ g} after[g']
+    better = np.concatenate([above_grade[..., 1:], np.zeros_like(above_grade[..., :1])], axis=-1)
+    neg = (np.take_along_axis(better, shown[..., None], axis=-1)[..., 0] * filled).sum(axis=-1)
+    n = filled.sum(axis=-1)
+    pos = n * (n - 1) // 2 - neg
+    return dcg, pos.astype(np.float64), neg.astype(np.float64)
+
+
+def _shares(settings: WorldSettings) -> FloatArray:
+    weights = np.arange(1, settings.queries + 1, dtype=np.float64) ** -settings.zipf
+    out: FloatArray = weights / weights.sum()
+    return out
+
+
+def _tilted(log_shares: FloatArray, u: FloatArray, beta: float) -> FloatArray:
+    logits = log_shares - beta * u
+    w = np.exp(logits - logits.max())
+    out: FloatArray = w / w.sum()
+    return out
+
+
+def _solve_beta(log_shares: FloatArray, u: FloatArray, quality: FloatArray, target: float) -> float:
+    """β with Σ p_q(β) e_q = target (the mean falls as β grows), by bisection to machine precision."""
+
+    def mean_at(beta: float) -> float:
+        logits = log_shares - beta * u
+        w = np.exp(logits - logits.max())
+        return float(np.sum(w * quality) / np.sum(w))  # not `@`: BLAS threads are slow on 1-D vectors
+
+    mean0 = mean_at(0.0)
+    if target == mean0:
+        return 0.0
+    sign = 1.0 if target < mean0 else -1.0
+    lo, hi = 0.0, sign
+    while (mean_at(hi) - target) * sign > 0:
+        lo, hi = hi, 2.0 * hi
+        if abs(hi) > 1e4:
+            raise ValueError(f"night_dip: the queries' mix cannot reach a mean of {target:.4f} "
+                             f"(daily mean {mean0:.4f})")
+    while abs(hi - lo) > 1e-13 * max(1.0, abs(hi)):
+        mid = 0.5 * (lo + hi)
+        if (mean_at(mid) - target) * sign > 0:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+@dataclass(frozen=True)
+class World:
+    """One bucket's queries, their precomputed session outcomes and the hourly query mix."""
+
+    bucket: str
+    settings: WorldSettings
+    shares: FloatArray  # p_q, the untilted traffic share of each query
+    levels: IntArray  # (queries, pool) grades of every query's documents
+    effects: FloatArray  # (queries, pool) their doc effects
+    outcomes: Outcomes
+    expected: FloatArray  # (2, queries): each query's mean DCG@k per variant
+    hourly_shares: FloatArray  # (24, queries): p_q(h)
+    hourly_cdfs: FloatArray  # (24, queries): their cumulative sums (the last exactly 1), for index draws
+    hourly_guides: IntArray  # (24, G): per hour, the first query whose cumulative share exceeds j / G
+    betas: FloatArray  # (24,)
+    hourly_expected: FloatArray  # (2, 24): expected mean DCG@k per variant and hour of day
+
+    @classmethod
+    def build(cls, bucket: str, seed: int, settings: WorldSettings | None = None,
+              night_dip: float | None = None) -> World:
+        """Draw the bucket's queries and documents and precompute ``outcomes`` sessions per query and
+        variant (``settings`` default: :data:`DEFAULT_SETTINGS` of the bucket, else the tail's)."""
+        s = settings if settings is not None else DEFAULT_SETTINGS.get(bucket, WorldSettings())
+        if night_dip is not None:
+            s = replace(s, night_dip=night_dip)
+        rng = np.random.default_rng(seed)
+        z = rng.normal(0.0, 1.0, s.queries)
+        relevant = 1.0 / (1.0 + np.exp(-(s.relevant_logit - s.difficulty_sd * z)))
+        mix = _RELEVANT_MIX[None, :] * np.exp(-s.grade_tilt * np.arange(3)[None, :] * z[:, None])
+        mix /= mix.sum(axis=1, keepdims=True)
+        probabilities = np.concatenate([(1 - relevant)[:, None], relevant[:, None] * mix], axis=1)
+        cdf = np.cumsum(probabilities, axis=1)
+        u = rng.random((s.queries, s.pool))
+        levels = (u[:, :, None] >= cdf[:, None, :3]).sum(axis=2).astype(np.int64)
+        effects = rng.normal(0.0, s.doc_noise, (s.queries, s.pool))
+        block = max(1, _CHUNK // (s.outcomes * s.pool))
+        arrays = [np.empty((2, s.queries, s.outcomes)) for _ in range(3)]
+        for variant, sign in ((HEALTHY, 1.0), (BROKEN, -1.0)):
+            for start in range(0, s.queries, block):
+                part = slice(start, start + block)
+                shown, _, filled = _ranked(levels[part], effects[part], sign, s, rng, s.outcomes)
+                for target, values in zip(arrays, _measures(shown, filled), strict=True):
+                    target[variant, part] = values
+        outcomes = Outcomes(*arrays)
+        world = cls(bucket, s, _shares(s), levels, effects, outcomes, outcomes.dcg.mean(axis=2),
+                    np.empty((HOURS, s.queries)), np.empty((HOURS, s.queries)),
+                    np.empty((HOURS, 1), dtype=np.int64), np.zeros(HOURS), np.empty((2, HOURS)))
+        world = world.with_night_dip(s.night_dip)
+        world.check_against_core(np.random.default_rng(seed + 1))
+        return world
+
+    def with_night_dip(self, night_dip: float, dip_hour: float | None = None) -> World:
+        """The same queries and outcomes under another time-of-day mix (cheap: no sessions recomputed)."""
+        s = replace(self.settings, night_dip=night_dip,
+                    dip_hour=self.settings.dip_hour if dip_hour is None else dip_hour)
+        quality = self.expected[HEALTHY]
+        log_shares = np.log(self.shares)
+        mean = float(self.shares @ quality)
+        spread = math.sqrt(float(self.shares @ (quality - mean) ** 2))
+        u = (quality - mean) / spread if spread > 0 else np.zeros_like(quality)
+        hourly = np.empty((HOURS, s.queries))
+        betas = np.zeros(HOURS)
+        for h in range(HOURS):
+            target = mean * (1.0 - s.night_dip * math.cos(2.0 * math.pi * (h - s.dip_hour) / HOURS))
+            betas[h] = 0.0 if s.night_dip == 0 else _solve_beta(log_shares, u, quality, target)
+            hourly[h] = _tilted(log_shares, u, float(betas[h]))
+        cdfs = np.cumsum(hourly, axis=1)
+        cdfs /= cdfs[:, -1:]
+        cdfs[:, -1] = 1.0
+        steps = np.arange(2 * s.queries, dtype=np.float64) / (2 * s.queries)
+        guides = np.stack([np.searchsorted(c, steps, side="right") for c in cdfs]).astype(np.int64)
+        expected = np.einsum("hq,vq->vh", hourly, self.expected)
+        return replace(self, settings=s, hourly_shares=hourly, hourly_cdfs=cdfs, hourly_guides=guides,
+                       betas=betas, hourly_expected=expected)
+
+    # -- the pieces a benchmark needs ---------------------------------------------------------------------
+    def hourly_means(self, variant: int = HEALTHY) -> FloatArray:
+        """Expected mean DCG@k per hour of day (exact)."""
+        out: FloatArray = self.hourly_expected[variant]
+        return out
+
+    def broken_share(self, drop: float) -> FloatArray:
+        """Per hour of day, the share q_h of broken candidate sessions that lowers the candidate's mean by
+        exactly ``drop`` (relative) in that hour."""
+        if not 0.0 <= drop < 1.0:
+            raise ValueError(f"drop: must be in [0, 1), got {drop!r}")
+        healthy, broken = self.hourly_means(HEALTHY), self.hourly_means(BROKEN)
+        q: FloatArray = drop * healthy / (healthy - broken)
+        if (q > 1.0).any():
+            raise ValueError(f"drop: even an all-broken candidate cannot lower the mean by {drop:.0%}")
+        return q
+
+    def sample(self, rng: np.random.Generator, hours: npt.ArrayLike, candidate: npt.ArrayLike,
+               drop: float = 0.0) -> tuple[IntArray, IntArray]:
+        """Which precomputed session each simulated session is: (flat index into the (variant, query,
+        outcome) arrays of :attr:`outcomes`, query index), one per element of ``hours`` (hour of day in
+        [0, 24); its floor picks the hourly mix). Where ``candidate`` is true the session is the broken
+        ranker's with the probability q_h that lowers the candidate's mean by ``drop`` in its hour."""
+        hour = np.floor(np.asarray(hours, dtype=np.float64)).astype(np.int64) % HOURS
+        cand = np.broadcast_to(np.asarray(candidate, dtype=bool), hour.shape)
+        query = self.queries_at(rng, hour)
+        m = self.settings.outcomes
+        flat = query * m + rng.integers(0, m, hour.shape)
+        if drop > 0.0:
+            q = self.broken_share(drop)
+            flat += (cand & (rng.random(hour.shape) < q[hour])) * (self.settings.queries * m)
+        return flat, query
+
+    def draw(self, rng: np.random.Generator, hours: npt.ArrayLike, candidate: npt.ArrayLike,
+             drop: float = 0.0) -> tuple[FloatArray, FloatArray, FloatArray, IntArray]:
+        """One session per element of ``hours`` (:meth:`sample`): (DCG@k, P, N, query index)."""
+        flat, query = self.sample(rng, hours, candidate, drop)
+        o = self.outcomes
+        return o.dcg.ravel()[flat], o.pos.ravel()[flat], o.neg.ravel()[flat], query
+
+    def draw_dcg(self, rng: np.random.Generator, hours: npt.ArrayLike, candidate: npt.ArrayLike,
+                 drop: float = 0.0) -> FloatArray:
+        """DCG@k only (the fast path of :meth:`draw`, same random numbers)."""
+        flat, _ = self.sample(rng, hours, candidate, drop)
+        out: FloatArray = self.outcomes.dcg.ravel()[flat]
+        return out
+
+    def queries_at(self, rng: np.random.Generator, hour: IntArray) -> IntArray:
+        """A query index per session from its hour's mix: one uniform draw u each, the first query whose
+        cumulative share exceeds u (inverse CDF), found through a guide table (Chen & Asau 1974: the
+        search starts at the first query past ⌊u·G⌋ / G), so exact and O(1) per draw on average."""
+        q = self.settings.queries
+        u = rng.random(hour.shape).ravel()
+        h = hour.ravel()
+        guides = self.hourly_guides.shape[1]
+        index = self.hourly_guides.ravel()[h * guides + np.minimum((u * guides).astype(np.int64), guides - 1)]
+        cdf = self.hourly_cdfs.ravel()
+        behind = np.flatnonzero(cdf[h * q + index] <= u)
+        while behind.size:
+            index[behind] += 1
+            behind = behind[cdf[h[behind] * q + index[behind]] <= u[behind]]
+        out: IntArray = index.reshape(hour.shape)
+        return out
+
+    def summary(self) -> WorldSummary:
+        """Mean, cv, zero share, query share of variance, PNR and hourly means of the healthy ranker's
+        sessions over a day's traffic (the 24 hourly mixes averaged), exact."""
+        p = self.hourly_shares.mean(axis=0)
+        x = self.outcomes.dcg[HEALTHY]
+        e = x.mean(axis=1)
+        mean = float(p @ e)
+        second = float(p @ (x * x).mean(axis=1))
+        total = second - mean * mean
+        between = float(p @ (e - mean) ** 2)
+        zeros = float(p @ (x == 0).mean(axis=1))
+        pnr = float(p @ self.outcomes.pos[HEALTHY].mean(axis=1)) / float(
+            p @ self.outcomes.neg[HEALTHY].mean(axis=1))
+        hourly = self.hourly_means()
+        distinct = float((1.0 - (1.0 - p) ** 48_000).sum())
+        return WorldSummary(self.bucket, self.settings.k, mean, float(p @ self.expected[BROKEN]),
+                            math.sqrt(max(total, 0.0)) / mean, zeros, between / total, pnr, hourly,
+                            1.0 - float(hourly.min()) / float(hourly.mean()), float(p.max()), distinct)
+
+    def check_against_core(self, rng: np.random.Generator, sessions: int = 12) -> None:
+        """Recompute ``sessions`` fresh sessions with :func:`monitor.core.metrics.dcg` and
+        :func:`~monitor.core.metrics.pairs.pair_counts` and compare them with the vectorised measures
+        (raises AssertionError on a difference)."""
+        s = self.settings
+        for _ in range(sessions):
+            q = int(rng.integers(0, s.queries))
+            sign = 1.0 if rng.random() < 0.5 else -1.0
+            shown, scores, filled = _ranked(self.levels[q:q + 1], self.effects[q:q + 1], sign, s, rng, 1)
+            dcg, pos, neg = _measures(shown, filled)
+            row, score_row = shown[0, 0][filled[0, 0]], scores[0, 0][filled[0, 0]]
+            counts = pair_counts(row, score_row)
+            expected = core_dcg(_GAINS[row], s.k) if row.size else 0.0
+            if not (math.isclose(float(dcg[0, 0]), expected, rel_tol=1e-12, abs_tol=1e-12)
+                    and float(pos[0, 0]) == counts.concordant + counts.grade_tied
+                    and float(neg[0, 0]) == counts.discordant):
+                raise AssertionError(f"{self.bucket}: vectorised session measures differ from monitor.core "
+                                     f"(query {q})")
+
+
+@dataclass(frozen=True)
+class SampleSummary:
+    """Statistics of drawn sessions (to check the world against its exact summary)."""
+
+    mean: float
+    cv: float
+    zeros: float
+    query_share: float
+    hourly: FloatArray
+
+
+def summarize_sample(dcg: npt.ArrayLike, query: npt.ArrayLike, hours: npt.ArrayLike) -> SampleSummary:
+    """Mean, cv, zero share, between-query share of variance (query means of the sample) and hourly means
+    of drawn sessions."""
+    x = np.asarray(dcg, dtype=np.float64)
+    q = np.asarray(query, dtype=np.int64)
+    h = np.floor(np.asarray(hours, dtype=np.float64)).astype(np.int64) % HOURS
+    mean = float(x.mean())
+    total = float(x.var())
+    _, inverse, counts = np.unique(q, return_inverse=True, return_counts=True)
+    query_means = np.bincount(inverse, weights=x) / counts
+    between = float(((query_means[inverse] - mean) ** 2).mean())
+    hourly = np.bincount(h, weights=x, minlength=HOURS) / np.maximum(np.bincount(h, minlength=HOURS), 1)
+    return SampleSummary(mean, math.sqrt(total) / mean, float((x == 0).mean()), between / total, hourly)
