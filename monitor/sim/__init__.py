@@ -13,9 +13,10 @@ except :func:`write_jsonl`.
 >>> len(result.sessions)
 50
 
-Modules: ``config`` (settings), ``queries`` (vocabulary and traffic shares), ``relevance`` (latent
-grades), ``rankers`` (model scores), ``regression`` (the degraded canary), ``labels`` (annotation
-arrival), ``invalid`` (malformed records), ``traffic`` (the generator), ``records`` (the output record),
+Modules: ``config`` (settings), ``queries`` (vocabulary and traffic shares), ``clock`` (a query mix that
+follows the time of day), ``relevance`` (latent grades), ``rankers`` (model scores), ``regression`` (the
+degraded canary or newly deployed ranker), ``labels`` (annotation arrival), ``invalid`` (malformed
+records), ``traffic`` (the generator: a canary, or a deploy without one), ``records`` (the output record),
 ``truth`` (ground truth), ``jsonl`` (the file writer).
 """
 

@@ -1,8 +1,8 @@
 """The simulator's settings: one frozen value, validated at construction.
 
-Every knob of the traffic (vocabulary, rankers, canary, regression, labels, invalid events) lives here;
-a bad value raises :class:`ValueError` naming the field. Times are seconds; shares and probabilities are
-fractions in [0, 1].
+Every knob of the traffic (vocabulary, rankers, canary or deploy, regression, the time-of-day query mix,
+labels, invalid events) lives here; a bad value raises :class:`ValueError` naming the field. Times are
+seconds; shares and probabilities are fractions in [0, 1].
 
 >>> SimConfig(n_sessions=10).session_count
 10
@@ -12,6 +12,8 @@ fractions in [0, 1].
 Traceback (most recent call last):
 ...
 ValueError: canary_share: must be in [0, 1], got 1.5
+>>> SimConfig(duration_s=3600, deploy_at=0.25).deploy_ts - SimConfig().start_ts
+900.0
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ BUCKETS = ("head", "torso", "tail")
 REGRESSION_BUCKETS = (*BUCKETS, "all")
 DEFAULT_SESSIONS = 2000
 DEFAULT_START_TS = 1_763_712_000.0  # 2025-11-21T08:00:00Z
+DAY_S = 86400.0
 
 Probabilities = tuple[float, float, float, float]
 
@@ -34,6 +37,18 @@ class SimConfig:
     Session count: ``n_sessions``, or ``duration_s × sessions_per_second``; at most one of the two
     (neither: 2,000). Grade mixes are probabilities of levels 0..3 (无, 低, 中, 高), before each query's
     own Dirichlet variation (``grade_concentration``: larger means queries closer to their bucket's mix).
+
+    Two scenarios: a **canary** (the default: ``canary_ranker`` serves ``canary_share`` of the traffic
+    from ``canary_start`` on, as ``variant: "canary"``), or, with ``deploy_at`` set, a **deploy** without a
+    canary: ``control_ranker`` serves all traffic until ``deploy_ts``, then ``canary_ranker`` (the new
+    ranker) serves all of it, with a ``deploy`` event (``previous``: the control ranker) at that time; all
+    impressions are plain (no ``variant``) and ``canary_start`` / ``canary_share`` are not used. In both,
+    ``regression`` degrades the new ranker in ``regression_bucket``.
+
+    ``night_dip`` > 0 makes the query mix follow the clock (:mod:`monitor.sim.clock`): within each bucket
+    hard queries (low expected DCG) are searched more at night, so that a ranker's expected mean DCG@k is
+    the daily mean × (1 − night_dip · cos(2π (t − dip_hour) / 24 h)): ``night_dip`` lower at ``dip_hour``
+    (UTC, of event time), as much higher twelve hours later, the daily mean unchanged.
     """
 
     seed: int = 0
@@ -72,6 +87,11 @@ class SimConfig:
     canary_share: float = 0.5
     regression: float = 0.10
     regression_bucket: str = "tail"
+    # a deploy without a canary (fraction of the duration; None: the canary scenario)
+    deploy_at: float | None = None
+    # the query mix over the day
+    night_dip: float = 0.0
+    dip_hour: float = 3.0
     # labels
     label_share: float = 0.9
     label_k_head: int = 40
@@ -101,6 +121,11 @@ class SimConfig:
     def canary_ts(self) -> float:
         """When the canary starts (and the ``canary_start`` deploy event is emitted)."""
         return self.start_ts + self.canary_start * self.duration_s
+
+    @property
+    def deploy_ts(self) -> float | None:
+        """When the new ranker replaces the control ranker (deploy scenario); None in a canary run."""
+        return None if self.deploy_at is None else self.start_ts + self.deploy_at * self.duration_s
 
     def share(self, bucket: str) -> float:
         return {"head": self.head_share, "torso": self.torso_share, "tail": self.tail_share}[bucket]
@@ -193,6 +218,12 @@ def _check(config: SimConfig) -> None:
     if config.regression_bucket not in REGRESSION_BUCKETS:
         _fail("regression_bucket",
               f"{config.regression_bucket!r} is not one of {', '.join(REGRESSION_BUCKETS)}")
+    if config.deploy_at is not None and not 0.0 < _number(config, "deploy_at") < 1.0:
+        _fail("deploy_at", f"must be in (0, 1) (a fraction of duration_s), got {config.deploy_at!r}")
+    if not 0.0 <= _number(config, "night_dip") <= 0.5:
+        _fail("night_dip", f"must be in [0, 0.5], got {config.night_dip!r}")
+    if not 0.0 <= _number(config, "dip_hour") < 24.0:
+        _fail("dip_hour", f"must be in [0, 24), got {config.dip_hour!r}")
     if not 0.0 <= _number(config, "invalid_rate") <= 0.5:
         _fail("invalid_rate", f"must be in [0, 0.5], got {config.invalid_rate!r}")
     for name in ("control_ranker", "canary_ranker", "id_prefix"):

@@ -47,7 +47,7 @@ def impression_value(
     query: str,
     bucket: str | None,
     ranker: str,
-    variant: str,
+    variant: str | None,
     ts: float,
     doc_ids: list[str],
     scores: list[float],
@@ -55,11 +55,13 @@ def impression_value(
     """The impression event, byte for byte what :func:`encode` gives for the same fields in this order.
 
     Assembled from tokens because it is the simulator's hottest path. ``doc_ids`` are the simulator's own
-    ``d-<q>-<n>`` (no escaping needed); scores are finite (their ``repr`` is the JSON number).
+    ``d-<q>-<n>`` (no escaping needed); scores are finite (their ``repr`` is the JSON number). ``variant``
+    None: a plain impression, without the field.
     """
     hint = f'"query_bucket":"{bucket}",' if bucket is not None else ""
+    arm = f'"variant":{json_text(variant)},' if variant is not None else ""
     results = ",".join(f'{{"doc_id":"{d}","position":{p},"score":{s!r}}}'
                        for p, (d, s) in enumerate(zip(doc_ids, scores, strict=True), start=1))
     return (f'{{"type":"impression","schema":1,"session_id":{json_text(session_id)},'
-            f'"query":{json_text(query)},{hint}"ranker":{json_text(ranker)},"variant":"{variant}","ts":{ts!r},"results":[{results}]}}'
+            f'"query":{json_text(query)},{hint}"ranker":{json_text(ranker)},{arm}"ts":{ts!r},"results":[{results}]}}'
             ).encode()

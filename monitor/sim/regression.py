@@ -1,5 +1,8 @@
 """The simulated canary regression: how often the canary serves its broken list.
 
+The same mechanism degrades the newly deployed ranker of a deploy run (``SimConfig.deploy_at``): read
+"canary" as "the new ranker" below.
+
 For a canary session in a regressed bucket, let ``h`` be DCG@k of the healthy canary list and ``b`` that of
 the broken one (relevance signal flipped, :class:`~monitor.sim.rankers.Ranker`), both from latent grades
 with the seed gains 1 / 0.7 / 0.3 / 0. The canary serves the broken list with probability

@@ -1,12 +1,17 @@
 """The traffic generator: sessions, deploys, labels and malformed records, in delivery-time order.
 
 Session ``i`` of ``n`` happens at ``start_ts + (i + u) × duration_s / n`` (u uniform in [0, 1)), searches a
-query drawn from the vocabulary's traffic distribution and is served by
+query drawn from the vocabulary's traffic distribution (which follows the clock with ``night_dip``,
+:mod:`monitor.sim.clock`) and is served, in a canary run, by
 
 * the control ranker (``variant: "control"``) before ``canary_ts``, and after it with probability
   ``1 − canary_share``;
 * the canary ranker (``variant: "canary"``) otherwise; in a regressed bucket it sometimes serves its broken
   list (:mod:`monitor.sim.regression`).
+
+In a deploy run (``deploy_at``) every impression is plain (no ``variant``): the control ranker serves
+before ``deploy_ts``, the new ranker (``canary_ranker``, regressed as a canary would be) from then on, and
+a ``deploy`` event of the new ranker with ``previous`` the control ranker replaces the ``canary_start``.
 
 Records are generated session by session and released through a heap once no later session can produce
 an earlier record (labels may precede their impression by at most ``early_label_max_s``), so
@@ -28,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from monitor.sim.clock import DailyMix
 from monitor.sim.config import SimConfig
 from monitor.sim.invalid import KINDS, Bases, malformed
 from monitor.sim.labels import ZH_NAMES, Annotator
@@ -40,7 +46,7 @@ from monitor.sim.truth import GroundTruth, SessionTruth
 
 _CHUNK = 4096
 _STREAMS = ("vocabulary", "pools", "judged", "traffic", "control", "canary", "regression", "labels",
-            "invalid")
+            "invalid", "mix")  # appended only: a spawned child depends on its index alone
 
 
 def _ts(event: SimEvent) -> float:
@@ -80,6 +86,8 @@ class Simulation:
         self.judged_queries = frozenset(
             q for q in np.flatnonzero(judged).tolist() if self.vocabulary.buckets[q] != "head"
         )
+        self.mix: DailyMix | None = (DailyMix(self.config, self.vocabulary, self.pools, self._rng("mix"))
+                                     if self.config.night_dip > 0 else None)
 
     def _rng(self, stream: str) -> np.random.Generator:
         return np.random.default_rng(self._seeds[stream])
@@ -121,21 +129,32 @@ class _Run:
         self.pending.append(SimEvent("deploys", cfg.control_ranker.encode(), encode(
             {"type": "deploy", "schema": 1, "kind": "deploy", "ranker": cfg.control_ranker, "ts": start}),
             start))
-        self.pending.append(SimEvent("deploys", cfg.canary_ranker.encode(), encode(
-            {"type": "deploy", "schema": 1, "kind": "canary_start", "ranker": cfg.canary_ranker,
-             "previous": cfg.control_ranker, "ts": canary_ts}), canary_ts))
+        deploy_ts = None if cfg.deploy_ts is None else round(cfg.deploy_ts, 3)
+        if deploy_ts is None:
+            self.pending.append(SimEvent("deploys", cfg.canary_ranker.encode(), encode(
+                {"type": "deploy", "schema": 1, "kind": "canary_start", "ranker": cfg.canary_ranker,
+                 "previous": cfg.control_ranker, "ts": canary_ts}), canary_ts))
+        else:
+            self.pending.append(SimEvent("deploys", cfg.canary_ranker.encode(), encode(
+                {"type": "deploy", "schema": 1, "kind": "deploy", "ranker": cfg.canary_ranker,
+                 "previous": cfg.control_ranker, "ts": deploy_ts}), deploy_ts))
         n = cfg.session_count
         step = cfg.duration_s / n
         width = len(str(n - 1))
         for first in range(0, n, _CHUNK):
             m = min(_CHUNK, n - first)
             times = np.round(cfg.start_ts + (np.arange(first, first + m) + self.traffic.random(m)) * step, 3)
-            queries = sim.vocabulary.sample(self.traffic, m).tolist()
+            drawn = (sim.vocabulary.sample(self.traffic, m) if sim.mix is None
+                     else sim.mix.sample(self.traffic, times))
+            queries = drawn.tolist()
             arm, hint, labelled = self.traffic.random((3, m)).tolist()
             for j, ts in enumerate(times.tolist()):
-                canary = ts >= canary_ts and arm[j] < cfg.canary_share
-                self.session(f"{cfg.id_prefix}-{first + j:0{width}d}", ts, queries[j], canary,
-                             hint[j] < cfg.bucket_hint_share, labelled[j] < cfg.label_share)
+                if deploy_ts is None:
+                    new, variant = ts >= canary_ts and arm[j] < cfg.canary_share, None
+                else:
+                    new, variant = ts >= deploy_ts, ""
+                self.session(f"{cfg.id_prefix}-{first + j:0{width}d}", ts, queries[j], new,
+                             hint[j] < cfg.bucket_hint_share, labelled[j] < cfg.label_share, variant)
             # No later session yields a record before its own time minus early_label_max_s.
             yield from self.release(cfg.start_ts + (first + m) * step - cfg.early_label_max_s - 1.0)
         yield from self.release(math.inf)
@@ -163,8 +182,10 @@ class _Run:
             return broken, True
         return ranking, False
 
-    def session(self, session_id: str, ts: float, query: int, canary: bool, hint: bool, labelled: bool
-                ) -> None:
+    def session(self, session_id: str, ts: float, query: int, canary: bool, hint: bool, labelled: bool,
+                variant: str | None = None) -> None:
+        """One session; ``canary``: served by the canary (or newly deployed) ranker; ``variant``: "" for a
+        plain impression (deploy runs), None for the canary run's ``control`` / ``canary``."""
         cfg, sim = self.config, self.sim
         bucket, text = sim.vocabulary.buckets[query], sim.vocabulary.texts[query]
         ranking, degraded = self.rank(query, bucket, canary)
@@ -174,10 +195,11 @@ class _Run:
         scores = ranking.scores.tolist()
         levels = sim.pools.levels[query][ranking.indices]
         ranker = cfg.canary_ranker if canary else cfg.control_ranker
-        variant = "canary" if canary else "control"
+        if variant is None:
+            variant = "canary" if canary else "control"
         key = session_id.encode("utf-8")
         self.pending.append(SimEvent("impressions", key, impression_value(
-            session_id, text, bucket if hint else None, ranker, variant, ts, shown, scores), ts))
+            session_id, text, bucket if hint else None, ranker, variant or None, ts, shown, scores), ts))
         deliveries: list[SimEvent] = []
         grades: dict[str, int] = {}
         if query in sim.judged_queries:
@@ -195,7 +217,10 @@ class _Run:
                                           "query": text}
             if hint:
                 impression["query_bucket"] = bucket
-            impression.update({"ranker": ranker, "variant": variant, "ts": ts, "results": [
+            impression["ranker"] = ranker
+            if variant:
+                impression["variant"] = variant
+            impression.update({"ts": ts, "results": [
                 {"doc_id": d, "position": p, "score": s}
                 for p, (d, s) in enumerate(zip(shown, scores, strict=True), start=1)]})
             self.malformed(impression, shown, levels.tolist(), ts, 1 + len(deliveries))

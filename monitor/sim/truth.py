@@ -10,7 +10,9 @@ class SessionTruth:
     """One impression as generated: ``bucket`` is the true bucket (the event may omit ``query_bucket``).
 
     ``doc_ids``, ``scores`` and ``levels`` (latent grades 0..3) are in the order shown (position 1 first).
-    ``degraded`` is True when the canary served its broken list (the simulated regression).
+    ``variant`` is ``control`` or ``canary``, or ``""`` for a plain impression (a deploy run: no ``variant``
+    field). ``degraded`` is True when the canary (or newly deployed) ranker served its broken list (the
+    simulated regression).
     """
 
     session_id: str

@@ -6,7 +6,7 @@ import doctest
 import json
 import math
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -395,3 +395,193 @@ def test_session_count_from_rate() -> None:
     assert all(config.start_ts <= s.ts < config.start_ts + 60.0 for s in run.sessions.values())
     impressions = [decode_event(e.value, SEED_SCALE) for e in run.events if e.topic == "impressions"]
     assert all(isinstance(i, Impression) for i in impressions)
+
+
+# a query mix that follows the clock ---------------------------------------------------------------------
+
+DAY = 86400.0
+MIDNIGHT = sim_config.DEFAULT_START_TS - 8 * 3600  # 2025-11-21T00:00:00Z
+
+
+@pytest.fixture(scope="module")
+def clock_run() -> SimResult:
+    """Two whole days of event time, buckets equally busy, no labels (DCG@k from the latent grades is what
+    the monitor computes when every shown document is labelled)."""
+    return simulate(SimConfig(seed=11, night_dip=0.08, duration_s=2 * DAY, start_ts=MIDNIGHT, n_sessions=45_000,
+                              head_share=0.34, torso_share=0.33, tail_share=0.33, label_share=0.0,
+                              query_judgment_share=0.0, regression=0.0))
+
+
+def session_dcg(session: sim_package.SessionTruth) -> float:
+    return dcg_of_levels(np.asarray(session.levels), 40 if session.bucket == "head" else 20)
+
+
+def cosine_fit(ts: np.ndarray, relative: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Least squares of ``relative`` on (1, cos φ, sin φ), φ = 2π (t − 03:00) / 24 h: coefficients and their
+    standard errors."""
+    phase = 2 * math.pi * (ts - 3 * 3600) / DAY
+    design = np.column_stack([np.ones_like(ts), np.cos(phase), np.sin(phase)])
+    coefficients, *_ = np.linalg.lstsq(design, relative, rcond=None)
+    residual = relative - design @ coefficients
+    sigma2 = residual @ residual / (ts.size - 3)
+    se = np.sqrt(np.diag(sigma2 * np.linalg.inv(design.T @ design)))
+    return coefficients, se
+
+
+def test_night_dip_is_off_by_default() -> None:
+    assert SimConfig().night_dip == 0.0 and SimConfig().deploy_at is None
+    assert Simulation(SimConfig(n_sessions=10)).mix is None
+
+
+def test_the_hourly_mean_dcg_dips_at_night_by_the_requested_amount(clock_run: SimResult) -> None:
+    """Every bucket's mean DCG@k follows mean × (1 − 0.08 cos(2π (t − 03:00) / 24 h)), measured on the
+    sessions: the relative deviation from the bucket's two-day mean, fitted by a cosine, has amplitude
+    −0.08 within four standard errors (≈ 0.012 per bucket, ≈ 0.006 pooled), its minimum at 03:00, and the
+    two hours around 03:00 are ≈ 8% below the daily mean (the hour's average of the cosine, 0.989, × 8%)."""
+    sessions = list(clock_run.sessions.values())
+    pooled_ts, pooled_rel = [], []
+    for bucket in BUCKETS:
+        mine = [s for s in sessions if s.bucket == bucket]
+        ts = np.asarray([s.ts for s in mine])
+        values = np.asarray([session_dcg(s) for s in mine])
+        relative = values / values.mean() - 1.0
+        (_, a_cos, a_sin), se = cosine_fit(ts, relative)
+        assert se[1] < 0.02, (bucket, se)
+        assert abs(a_cos - (-0.08)) < 4 * se[1], (bucket, a_cos, se[1])
+        assert abs(a_sin) < 4 * se[2], (bucket, a_sin, se[2])
+        pooled_ts.append(ts)
+        pooled_rel.append(relative)
+    ts, relative = np.concatenate(pooled_ts), np.concatenate(pooled_rel)
+    (_, a_cos, a_sin), se = cosine_fit(ts, relative)
+    assert se[1] < 0.008 and abs(a_cos - (-0.08)) < 4 * se[1] and abs(a_sin) < 4 * se[2], (a_cos, a_sin, se)
+    hour = ((ts - MIDNIGHT) % DAY) // 3600
+    hourly = np.asarray([relative[hour == h].mean() for h in range(24)])
+    night = relative[(hour == 2) | (hour == 3)]
+    assert abs(night.mean() - (-0.08 * 0.989)) < 4 * night.std() / math.sqrt(night.size), night.mean()
+    afternoon = relative[(hour == 14) | (hour == 15)]
+    assert abs(afternoon.mean() - 0.08 * 0.989) < 4 * afternoon.std() / math.sqrt(afternoon.size)
+    smooth = np.convolve(np.concatenate([hourly[-1:], hourly, hourly[:1]]), np.ones(3) / 3, mode="valid")
+    assert int(np.argmin(smooth)) in (1, 2, 3, 4), hourly.round(3)  # deepest around 02:00-04:00
+
+
+def test_the_mix_keeps_volume_and_bucket_shares(clock_run: SimResult) -> None:
+    """Only the queries within each bucket follow the clock: every hour has its share of the sessions of
+    each bucket, and the expected mean (``DailyMix.expected_mean``) is the daily mean × (1 − 0.08 cos)."""
+    sessions = list(clock_run.sessions.values())
+    for night in (True, False):
+        chosen = [s for s in sessions if (((s.ts - MIDNIGHT) % DAY) // 3600 in (1, 2, 3, 4, 5)) == night]
+        counts = Counter(s.bucket for s in chosen)
+        for bucket, share in (("head", 0.34), ("torso", 0.33), ("tail", 0.33)):
+            assert within(counts[bucket] / len(chosen), share, len(chosen)), (night, bucket)
+    mix = Simulation(clock_run.config).mix
+    assert mix is not None
+    for bucket in BUCKETS:
+        mean = mix.daily_mean(bucket)
+        assert mix.expected_mean(bucket, MIDNIGHT + 3 * 3600) == pytest.approx(mean * 0.92)
+        assert mix.expected_mean(bucket, MIDNIGHT + 15 * 3600) == pytest.approx(mean * 1.08)
+        assert mix.expected_mean(bucket, MIDNIGHT + 9 * 3600) == pytest.approx(mean)
+        # the tilt the sampler uses in the 5-minute phase holding 03:00 gives that mean
+        shares = mix.probabilities(0)[mix.numbers[bucket]]
+        expected = float(shares @ mix.quality[mix.numbers[bucket]]) / shares.sum()
+        assert expected == pytest.approx(mean * (1 - 0.08 * math.cos(math.pi / 288)), rel=1e-9)
+
+
+def test_night_dip_changes_which_queries_and_nothing_else() -> None:
+    base = SimConfig(seed=2, n_sessions=1500, duration_s=DAY, start_ts=MIDNIGHT, label_share=0.3)
+    plain, dipped = simulate(base), simulate(replace(base, night_dip=0.08))
+    assert plain.sessions.keys() == dipped.sessions.keys()
+    changed = 0
+    for session_id, a in plain.sessions.items():
+        b = dipped.sessions[session_id]
+        assert (a.ts, a.ranker, a.variant, a.bucket_hint) == (b.ts, b.ranker, b.variant, b.bucket_hint)
+        changed += a.query != b.query
+    assert 0 < changed < len(plain.sessions)
+    assert as_tuples(simulate(replace(base, night_dip=0.08)).events) == as_tuples(dipped.events)
+
+
+def test_a_dip_the_mix_cannot_give_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"night_dip: 0.05 is more than the head queries' mix can give"):
+        Simulation(SimConfig(n_sessions=10, n_head=1, night_dip=0.05))  # one head query: no mix to tilt
+
+
+# a deploy without a canary ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def deploy_run() -> SimResult:
+    return simulate(SimConfig(n_sessions=20_000, label_share=0.0, deploy_at=0.4, regression=0.10,
+                              regression_bucket="tail", seed=6))
+
+
+def test_deploy_scenario_events_and_traffic(deploy_run: SimResult) -> None:
+    config = deploy_run.config
+    assert config.deploy_ts == config.start_ts + 0.4 * config.duration_s
+    deploys = [json.loads(e.value) for e in deploy_run.events if e.topic == "deploys"]
+    assert deploys == [
+        {"type": "deploy", "schema": 1, "kind": "deploy", "ranker": "ranker-a", "ts": config.start_ts},
+        {"type": "deploy", "schema": 1, "kind": "deploy", "ranker": "ranker-b", "previous": "ranker-a",
+         "ts": round(config.deploy_ts, 3)},
+    ]
+    impressions = [decode_event(e.value, SEED_SCALE) for e in deploy_run.events[:3000] if e.topic == "impressions"]
+    assert impressions and all(isinstance(i, Impression) and i.variant is None for i in impressions)
+    assert all(b'"variant"' not in e.value for e in deploy_run.events if e.topic == "impressions")
+    sessions = list(deploy_run.sessions.values())
+    assert all(s.variant == "" for s in sessions)
+    assert all(s.ranker == ("ranker-b" if s.ts >= config.deploy_ts else "ranker-a") for s in sessions)
+    new = [s for s in sessions if s.ranker == "ranker-b"]
+    assert within(len(new) / len(sessions), 0.6, len(sessions))
+    assert min(s.ts for s in new) - config.deploy_ts < 10 * config.duration_s / config.session_count
+
+
+def ranker_dcg_difference(run: SimResult, bucket: str, new: str, old: str) -> tuple[float, float]:
+    """(mean DCG@k of ``new``'s sessions / ``old``'s − 1, its standard error by the delta method)."""
+    values: dict[str, list[float]] = {new: [], old: []}
+    for session in run.sessions.values():
+        if session.bucket == bucket:
+            values[session.ranker].append(session_dcg(session))
+    a, b = np.asarray(values[new]), np.asarray(values[old])
+    ratio = a.mean() / b.mean()
+    se = math.sqrt(a.var(ddof=1) / a.size / b.mean() ** 2 + ratio ** 2 * b.var(ddof=1) / b.size / b.mean() ** 2)
+    return ratio - 1.0, se
+
+
+def test_the_deployed_ranker_regresses_in_the_configured_bucket(deploy_run: SimResult) -> None:
+    """Without a clock in the mix, before and after the deploy are alike but for the ranker: the new one is
+    10% worse in tail (within four standard errors, ≈ 0.013), the same elsewhere."""
+    effect, se = ranker_dcg_difference(deploy_run, "tail", "ranker-b", "ranker-a")
+    assert se < 0.02 and abs(effect - (-0.10)) < 4 * se, (effect, se)
+    for bucket in ("head", "torso"):
+        effect, se = ranker_dcg_difference(deploy_run, bucket, "ranker-b", "ranker-a")
+        assert se < 0.02 and abs(effect) < 4 * se, (bucket, effect, se)
+    degraded = [s for s in deploy_run.sessions.values() if s.degraded]
+    assert degraded and all(s.bucket == "tail" and s.ranker == "ranker-b" for s in degraded)
+
+
+def test_the_monitor_compares_the_deploy() -> None:
+    """Through the stream core: one deploy comparison per bucket and metric, the new ranker against the old."""
+    from monitor.core.canary import CanaryConfig, comparisons
+    from monitor.core.stream.config import StreamConfig
+    from monitor.pipeline.memory import MemoryPipeline
+
+    run = simulate(SimConfig(n_sessions=600, deploy_at=0.5, seed=8, bucket_hint_share=1.0))
+    pipeline = MemoryPipeline(StreamConfig(), SEED_SCALE)
+    for event in run.events:
+        pipeline.submit(event.topic, event.key, event.value)
+    pipeline.advance(run.config.start_ts + run.config.duration_s + 2 * 3600)
+    rows = comparisons(pipeline.history(), list(pipeline.deploys), CanaryConfig())
+    assert {(r.bucket, r.metric, r.kind, r.baseline, r.candidate) for r in rows} == {
+        (b, m, "deploy", "ranker-a", "ranker-b") for b in BUCKETS for m in ("dcg", "pnr")}
+    assert pipeline.counter("dead_letter:invalid_value") == 0
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"deploy_at": 0.0}, "deploy_at: must be in (0, 1) (a fraction of duration_s), got 0.0"),
+    ({"deploy_at": 1.0}, "deploy_at: must be in (0, 1)"),
+    ({"deploy_at": math.inf}, "deploy_at: expected a finite number"),
+    ({"night_dip": 0.6}, "night_dip: must be in [0, 0.5], got 0.6"),
+    ({"night_dip": -0.1}, "night_dip: must be in [0, 0.5]"),
+    ({"dip_hour": 24.0}, "dip_hour: must be in [0, 24), got 24.0"),
+])
+def test_scenario_config_errors_name_the_field(overrides: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError) as error:
+        SimConfig(**overrides)  # type: ignore[arg-type]
+    assert message in str(error.value)
