@@ -1,32 +1,53 @@
-"""Benchmark: the canary verdict under continuous monitoring, against two common canary rules.
+"""Benchmark: canary and deploy verdicts in a realistic simulated world, before and after time-matched,
+sticky verdicts.
 
-Sessions come from the project's simulator (:mod:`monitor.sim`) made sparser than its defaults (most
-documents irrelevant, queries that vary a lot, ``grade_concentration`` 1): for each bucket a pool of
-sessions, each shown by a healthy ranker and, for the same query, by a broken one (relevance signal
-flipped), with DCG@k and PNR pair counts computed by :mod:`monitor.core`. Tail DCG@20 then has 37%
-zeros, a coefficient of variation of 1.24 and heavy ties (five values hold half the sessions).
+**The world** (:mod:`monitor.sim.world`, printed first): per bucket (head, tail), queries of very
+different difficulty, each with its own pool of graded documents, ranked per session by a noisy ranker
+over the documents that session retrieves; DCG@k (k = 40 head, 20 tail) of every precomputed session is
+:func:`monitor.core.metrics.dcg`'s. Per-session DCG has a coefficient of variation near 1.2, 20–26% zeros,
+and the query explains 60–65% of its variance; head queries repeat (1,000 queries, Zipf 0.8), tail
+queries rarely do (20,000, nearly uniform). With a **night dip** the query mix follows the clock: at night
+hard queries are a larger share, so the *same* ranker's hourly mean DCG is ``night_dip`` below its daily
+mean at 03:00 UTC and as much above at 15:00 (a cosine). A candidate made worse by a relative ``drop``
+serves the broken ranker's session with the probability that lowers its mean by exactly ``drop`` in every
+hour.
 
-A simulated canary is one stream of ``--horizon`` sessions assigned at random to control or canary
-(50/50). Control sessions are drawn from the healthy pool; a canary session is the broken list of its
-query with probability q, else the healthy one, q chosen so that the canary's mean DCG (or its PNR) is
-exactly ``drop`` below the control's (A/A: q = 0). On the same streams:
+**Time.** Labelled sessions arrive at the default labelling budget, ``StreamConfig.budget`` (2,000 per
+bucket per hour), evenly; the monitor looks once per epoch (``StreamConfig.epoch``, 15 minutes: 500
+sessions per look), as :mod:`monitor.core.canary.pairing` does, and every look counts (continuous
+monitoring). Scenarios, all on DCG:
 
-* **sequential** (this monitor, :func:`monitor.core.canary.compare` vectorised by
-  :mod:`monitor.core.canary.paths`): verdict after *every* session, defaults (α 0.05, minimum drop of
-  interest 2%, 200 sessions per arm, τ 0.05);
-* **threshold** (Argo Rollouts / Flagger style): every ``--interval`` sessions, the interval's
-  canary/control ratio is checked against 0.95 (and, separately, 0.90); regression when 3 checks have
-  failed (failure limit 3); pass at the end of the horizon;
-* **Mann–Whitney** (Kayenta style): every ``--interval`` sessions, a two-sided Mann–Whitney U test (tie
-  corrected, normal approximation) of all canary vs all control sessions so far at 98% confidence;
-  regression when the canary is significantly lower; pass at the end. Per-session values: DCG@k, and
-  for PNR the session's positive-pair share P / (P + N) (ranks equal those of per-session P / N).
+* **canary**, 50/50 random split (1,000 sessions per arm per hour), a random start hour, night dip 4%,
+  48 hours: A/A, and candidates 5% and 10% worse;
+* **deploy** without a canary, A/A: the new ranker serves all traffic from the deploy (03:00, 10:00,
+  17:00 UTC) on and is compared for 24 hours with the previous ranker's sessions of the 24 hours before
+  the deploy, under night dips of 0, 2, 4 and 8% (one simulated day before and after per deploy serves
+  all three deploy hours: the same hours of day in another order);
+* **ramp**, A/A: a canary whose traffic share grows from 5% to 50% over its first day (then 50% for a
+  second day), starting at 09:00 UTC (the start that biases a pooled comparison most against the
+  canary: its share is highest through the night), night dips 4% and 8%.
 
-Printed: per bucket, metric, true change and method, the share of canaries with a regression verdict
-within the horizon (A/A: false alarms, must be ≤ α for the sequential test) and the median sessions per
-arm until it, and the share that passed (sequential: first decisive verdict was pass) with its median.
+**Methods**, on the same streams:
 
-    python benchmarks/canary.py [--aa 2000] [--ab 500] [--horizon 40000] [--workers 2] [--quick]
+* **before** (the monitor until now): :func:`~monitor.core.canary.paths.log_mean_path` of each arm's
+  pooled cumulative sums and :func:`~monitor.core.canary.paths.verdict_path` at every look, stateless;
+* **after**: time-matched (:func:`~monitor.core.canary.paths.matched_mean_path`: strata are the hour
+  since the canary's start, or the hour of day for a deploy; the baseline reweighted to the candidate's
+  mix), :func:`~monitor.core.canary.paths.effect_verdict_path`, and sticky
+  (:func:`~monitor.core.canary.paths.sticky_path`: the running intersection over the looks).
+
+Printed per cell and method: the share of runs called "regression" at some look (A/A: false alarms),
+median and p90 sessions per arm (and hours) until it, the share reaching "pass" within 20,000 sessions
+per arm, how often the verdict changed along the run, and how often a "pass" was lost, or a caught
+regression left, later in the run. Figures are Monte Carlo estimates over the stated number of runs.
+
+``--legacy`` runs the previous benchmark instead (a pooled, time-free world; this monitor's sequential
+test against Argo/Flagger-style thresholds and a Kayenta-style Mann–Whitney test; its options follow
+``--legacy``).
+
+    python benchmarks/canary.py [--aa-runs 1000] [--runs 500] [--deploy-runs 500] [--ramp-runs 500]
+                                [--workers 2] [--quick]
+    python benchmarks/canary.py --legacy [--aa 2000] [--ab 500] [--horizon 40000] [--quick]
 """
 
 from __future__ import annotations
@@ -35,26 +56,397 @@ import argparse
 import multiprocessing
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
 
 from monitor.core.canary import CanaryConfig
-from monitor.core.canary.paths import PASS, REGRESSION, log_mean_path, log_pnr_path, verdict_path
+from monitor.core.canary.paths import (
+    PASS,
+    REGRESSION,
+    VerdictPath,
+    effect_verdict_path,
+    log_mean_path,
+    log_pnr_path,
+    matched_mean_path,
+    sticky_path,
+    verdict_path,
+)
 from monitor.core.metrics import dcg
 from monitor.core.metrics.pairs import pair_counts
+from monitor.core.stream.config import StreamConfig
 from monitor.sim.config import BUCKETS, SimConfig
 from monitor.sim.queries import build_vocabulary
 from monitor.sim.rankers import Ranker
 from monitor.sim.relevance import LEVEL_GAINS, draw_pools
+from monitor.sim.world import DEFAULT_SETTINGS, HOURS, World
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+NEVER = np.iinfo(np.int64).max
+
+# -- the realistic world ---------------------------------------------------------------------------------
+STREAM = StreamConfig()
+BUDGET = round(STREAM.budget["tail"])  # labelled sessions per bucket and hour
+LOOKS_PER_HOUR = round(STREAM.budget_period / STREAM.epoch)  # the monitor looks once per epoch
+PER_LOOK = BUDGET // LOOKS_PER_HOUR  # sessions per look, both arms
+WORLD_BUCKETS = ("head", "tail")
+WORLD_SEED = 2025
+CANARY_DIP, CANARY_HOURS, DROPS = 0.04, 48, (0.0, 0.05, 0.10)
+DEPLOY_DIPS, DEPLOY_HOURS, DEPLOY_SPAN = (0.0, 0.02, 0.04, 0.08), (3, 10, 17), 24
+RAMP_DIPS, RAMP_START, RAMP_HOURS = (0.04, 0.08), 9, 48
+PASS_WITHIN = 20_000  # sessions per arm
+CHUNK = 1_500_000  # sessions drawn at once
+
+WORLDS: dict[tuple[str, float], World] = {}
+
+
+@dataclass(frozen=True)
+class Job:
+    """A batch of ``runs`` simulated canaries or deploys of one cell."""
+
+    kind: str  # "canary", "ramp" or "deploy"
+    bucket: str
+    dip: float
+    drop: float
+    runs: int
+    seed: int
+    config: CanaryConfig
+
+
+def first(flags: npt.NDArray[np.bool_]) -> IntArray:
+    """Index of the first True per row, NEVER if none."""
+    hit = flags.any(axis=1)
+    return np.where(hit, flags.argmax(axis=1), NEVER).astype(np.int64)
+
+
+def outcomes(path: VerdictPath, sessions: FloatArray) -> dict[str, npt.NDArray[np.generic]]:
+    """Per run: first look of each verdict, the candidate's sessions then, verdict changes, and whether a
+    pass was lost or a regression left later on."""
+    code = path.code
+    looks = np.arange(code.shape[1])
+    reg, passed = first(code == REGRESSION), first(code == PASS)
+
+    def sessions_at(index: IntArray) -> FloatArray:
+        taken = np.take_along_axis(sessions, np.minimum(index, code.shape[1] - 1)[:, None], axis=1)[:, 0]
+        return np.where(index == NEVER, np.inf, taken)
+
+    return {"reg": reg, "pass": passed, "reg_sessions": sessions_at(reg),
+            "pass_sessions": sessions_at(passed), "changes": path.changes[:, -1],
+            "lost_pass": (passed != NEVER) & ((code != PASS) & (looks > passed[:, None])).any(axis=1),
+            "left_reg": (reg != NEVER) & ((code != REGRESSION) & (looks > reg[:, None])).any(axis=1)}
+
+
+def by_stratum(per_look: FloatArray, strata: IntArray, count: int) -> FloatArray:
+    """(runs, looks) per-look sums → (runs, looks, strata) cumulative sums per stratum."""
+    out = np.zeros((*per_look.shape, count))
+    out[:, np.arange(per_look.shape[1]), strata] = per_look
+    cumulative: FloatArray = np.cumsum(out, axis=1)
+    return cumulative
+
+
+def arm_sums(world: World, rng: np.random.Generator, start: IntArray, share: FloatArray, drop: float
+             ) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Per arm (0 baseline, 1 candidate), run and look: sessions, ΣDCG and ΣDCG², each session of a look
+    the candidate's with probability ``share[look]``."""
+    runs, looks = start.size, share.size
+    n, s, q = (np.zeros((2, runs, looks)) for _ in range(3))
+    step = max(1, CHUNK // (runs * PER_LOOK))
+    for a in range(0, looks, step):
+        b = min(looks, a + step)
+        index = np.arange(a, b)
+        hours = np.broadcast_to(((start[:, None] + index // LOOKS_PER_HOUR) % HOURS)[:, :, None],
+                                (runs, b - a, PER_LOOK))
+        candidate = rng.random((runs, b - a, PER_LOOK)) < share[index][None, :, None]
+        x = world.draw_dcg(rng, hours, candidate, drop)
+        for arm, mask in ((0, ~candidate), (1, candidate)):
+            xm = np.where(mask, x, 0.0)
+            n[arm, :, a:b] = mask.sum(axis=2)
+            s[arm, :, a:b], q[arm, :, a:b] = xm.sum(axis=2), (xm * xm).sum(axis=2)
+    return n, s, q
+
+
+def canary_job(job: Job) -> dict[str, dict[str, npt.NDArray[np.generic]]]:
+    """A 50/50 canary (random start hour) or a ramped one (from 09:00), both arms growing every look."""
+    world = WORLDS[(job.bucket, job.dip)]
+    rng = np.random.default_rng(job.seed)
+    hours = CANARY_HOURS if job.kind == "canary" else RAMP_HOURS
+    looks = hours * LOOKS_PER_HOUR
+    if job.kind == "ramp":
+        start = np.full(job.runs, RAMP_START, dtype=np.int64)
+        elapsed = (np.arange(looks) + 0.5) / LOOKS_PER_HOUR
+        share = 0.05 + 0.45 * np.minimum(elapsed / 24.0, 1.0)
+    else:
+        start = rng.integers(0, HOURS, job.runs)
+        share = np.full(looks, 0.5)
+    n, s, q = arm_sums(world, rng, start, share, job.drop)
+    cum = [np.cumsum(v, axis=2) for v in (n, s, q)]
+    before = verdict_path(log_mean_path(cum[0][0], cum[1][0], cum[2][0]),
+                          log_mean_path(cum[0][1], cum[1][1], cum[2][1]), job.config)
+    strata = np.arange(looks) // LOOKS_PER_HOUR  # the hour since the canary's start
+    effect = matched_mean_path(*(by_stratum(v[arm], strata, hours) for arm in (0, 1) for v in (n, s, q)))
+    after = sticky_path(effect_verdict_path(effect, job.config), job.config)
+    sessions = cum[0][1]
+    return {"before": outcomes(before, sessions), "after": outcomes(after, sessions)}
+
+
+def deploy_job(job: Job) -> dict[str, dict[str, npt.NDArray[np.generic]]]:
+    """Deploys at each of DEPLOY_HOURS: the previous ranker's day before against the new one's day after
+    (A/A), a look per epoch for DEPLOY_SPAN hours."""
+    world = WORLDS[(job.bucket, job.dip)]
+    rng = np.random.default_rng(job.seed)
+    runs = job.runs
+    day = np.arange(HOURS)
+    # the previous ranker: BUDGET sessions in each hour of day (per run and hour: count, Σx, Σx²)
+    sb, qb = np.zeros((runs, HOURS)), np.zeros((runs, HOURS))
+    # the new ranker: per run, hour of day and look within the hour (Σx, Σx²)
+    sc, qc = np.zeros((runs, HOURS, LOOKS_PER_HOUR)), np.zeros((runs, HOURS, LOOKS_PER_HOUR))
+    block = max(1, CHUNK // (HOURS * BUDGET))
+    for a in range(0, runs, block):
+        b = min(runs, a + block)
+        shape = (b - a, HOURS, BUDGET)
+        hours = np.broadcast_to(day[None, :, None], shape)
+        x = world.draw_dcg(rng, hours, np.zeros(shape, dtype=bool))
+        sb[a:b], qb[a:b] = x.sum(axis=2), (x * x).sum(axis=2)
+        x = world.draw_dcg(rng, hours, np.zeros(shape, dtype=bool)).reshape(b - a, HOURS, LOOKS_PER_HOUR, -1)
+        sc[a:b], qc[a:b] = x.sum(axis=3), (x * x).sum(axis=3)
+    looks = DEPLOY_SPAN * LOOKS_PER_HOUR
+    nb = np.full((runs, 1, HOURS), float(BUDGET))
+    out: dict[str, dict[str, npt.NDArray[np.generic]]] = {}
+    for deployed in DEPLOY_HOURS:
+        order = (deployed + np.arange(DEPLOY_SPAN)) % HOURS  # hour of day of each hour since the deploy
+        s_look = sc[:, order, :].reshape(runs, looks)
+        q_look = qc[:, order, :].reshape(runs, looks)
+        n_look = np.full((runs, looks), float(PER_LOOK))
+        pooled = [np.broadcast_to(v, (runs, looks)) for v in
+                  (np.full((runs, 1), float(BUDGET * HOURS)), sb.sum(axis=1, keepdims=True),
+                   qb.sum(axis=1, keepdims=True))]
+        cand = [np.cumsum(v, axis=1) for v in (n_look, s_look, q_look)]
+        before = verdict_path(log_mean_path(*pooled), log_mean_path(*cand), job.config)
+        strata = np.repeat(order, LOOKS_PER_HOUR)
+        effect = matched_mean_path(nb, sb[:, None, :], qb[:, None, :],
+                                   *(by_stratum(v, strata, HOURS) for v in (n_look, s_look, q_look)))
+        after = sticky_path(effect_verdict_path(effect, job.config), job.config)
+        out[f"before@{deployed}"] = outcomes(before, cand[0])
+        out[f"after@{deployed}"] = outcomes(after, cand[0])
+    return out
+
+
+def run_job(job: Job) -> dict[str, dict[str, npt.NDArray[np.generic]]]:
+    return deploy_job(job) if job.kind == "deploy" else canary_job(job)
+
+
+def _init_worlds(worlds: dict[tuple[str, float], World]) -> None:
+    WORLDS.update(worlds)
+
+
+# -- printing ---------------------------------------------------------------------------------------------
+Result = dict[str, npt.NDArray[np.generic]]
+
+
+def merge(parts: Sequence[dict[str, Result]]) -> dict[str, Result]:
+    return {method: {name: np.concatenate([p[method][name] for p in parts]) for name in parts[0][method]}
+            for method in parts[0]}
+
+
+def quantile(values: npt.NDArray[np.generic], q: float, horizon: float) -> str:
+    """A quantile of sessions per arm over all runs; runs without the event count as never."""
+    if values.size == 0:
+        return "—"
+    v = float(np.quantile(values.astype(np.float64), q, method="inverted_cdf"))
+    return f"> {horizon:,.0f}" if not np.isfinite(v) else f"{v:,.0f}"
+
+
+def hours_of(look: npt.NDArray[np.generic]) -> str:
+    hit = look[look != NEVER]
+    return "—" if hit.size == 0 else f"{(np.median(hit) + 1) / LOOKS_PER_HOUR:.1f}"
+
+
+def share(flags: npt.NDArray[np.generic], of: npt.NDArray[np.generic] | None = None) -> str:
+    f = np.asarray(flags, dtype=bool)
+    if of is not None:
+        base = np.asarray(of, dtype=bool)
+        return "—" if not base.any() else f"{f[base].mean():.1%} of {int(base.sum())}"
+    return f"{f.mean():.1%}"
+
+
+def changes(values: npt.NDArray[np.generic]) -> str:
+    v = values.astype(np.float64)
+    return f"{v.mean():.2f} · {np.quantile(v, 0.9, method='inverted_cdf'):.0f} · {v.max():.0f}"
+
+
+def print_world(worlds: dict[tuple[str, float], World]) -> None:
+    print(f"## The world (monitor/sim/world.py, seed {WORLD_SEED})\n")
+    for bucket in WORLD_BUCKETS:
+        s = worlds[(bucket, 0.0)].summary()
+        print(f"* {s.line()}")
+    print("\nHourly mean DCG@k of the same healthy ranker relative to its daily mean, by hour of day (UTC), "
+          "per night dip:\n")
+    print("| bucket | night dip | measured dip | 00 | 03 | 06 | 09 | 12 | 15 | 18 | 21 |")
+    print("|---|---|---|" + "---|" * 8)
+    dips = sorted({dip for (_, dip) in worlds})
+    for bucket in WORLD_BUCKETS:
+        for dip in dips:
+            s = worlds[(bucket, dip)].summary()
+            relative = s.hourly / s.hourly.mean() - 1.0
+            cells = " | ".join(f"{relative[h]:+.1%}" for h in range(0, HOURS, 3))
+            print(f"| {bucket} | {dip:.0%} | {s.night_dip:.1%} | {cells} |")
+    print()
+
+
+Cells = dict[tuple[str, float], dict[str, Result]]
+
+
+def print_canary(cells: Cells, runs: dict[tuple[str, float], int]) -> None:
+    horizon = CANARY_HOURS * BUDGET / 2
+    print(f"## Canary, 50/50 ({BUDGET // 2:,} labelled sessions per arm per hour, a look every "
+          f"{STREAM.epoch / 60:.0f} min, {CANARY_HOURS} h = {horizon:,.0f} sessions per arm, random start "
+          f"hour, night dip {CANARY_DIP:.0%})\n")
+    print("Sessions are per arm; runs without the verdict count as later than the horizon. Verdict "
+          "changes: mean · p90 · max per canary over the whole run.\n")
+    print("| bucket | true change | canaries | method | regression | sessions to regression: median · p90 "
+          "| hours to regression (median) | pass within 20,000 | sessions to pass (median) | hours to pass "
+          "(median) | verdict changes | pass then lost | regression then left |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for (bucket, drop), result in cells.items():
+        change = "none (A/A)" if drop == 0 else f"−{drop:.0%}"
+        for method in ("before", "after"):
+            r = result[method]
+            reg, passed = r["reg"] != NEVER, r["pass"] != NEVER
+            within = np.asarray(r["pass_sessions"], dtype=np.float64) <= PASS_WITHIN
+            if drop == 0:
+                reg_hit = r["reg_sessions"][reg]
+                timing = (f"{np.median(reg_hit):,.0f} (alarms only)" if reg_hit.size else "—")
+            else:
+                timing = " · ".join(quantile(r["reg_sessions"], q, horizon) for q in (0.5, 0.9))
+            pass_median = quantile(r["pass_sessions"][passed], 0.5, horizon) if passed.any() else "—"
+            print(f"| {bucket} | {change} | {runs[(bucket, drop)]} | {method} | {share(reg)} | {timing} | "
+                  f"{hours_of(r['reg'])} | {share(within)} | {pass_median} | {hours_of(r['pass'])} | "
+                  f"{changes(r['changes'])} | {share(r['lost_pass'], passed)} | "
+                  f"{share(r['left_reg'], reg)} |")
+    print()
+
+
+def print_deploy(cells: Cells, runs: int) -> None:
+    print(f"## Deploy, A/A ({BUDGET:,} labelled sessions per hour; baseline: the previous ranker's "
+          f"{BUDGET * 24:,} sessions of the 24 h before the deploy; candidate: the new ranker's sessions "
+          f"from the deploy on, a look every {STREAM.epoch / 60:.0f} min for {DEPLOY_SPAN} h)\n")
+    print("| bucket | night dip | deploy at (UTC) | deploys | false regression: before | after | "
+          "first false alarm, hours after the deploy (median): before | after | pass within 24 h: before | "
+          "after | verdict changes (mean): before | after |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for (bucket, dip), result in cells.items():
+        for deployed in DEPLOY_HOURS:
+            b, a = result[f"before@{deployed}"], result[f"after@{deployed}"]
+            print(f"| {bucket} | {dip:.0%} | {deployed:02d}:00 | {runs} | {share(b['reg'] != NEVER)} | "
+                  f"{share(a['reg'] != NEVER)} | {hours_of(b['reg'])} | {hours_of(a['reg'])} | "
+                  f"{share(b['pass'] != NEVER)} | {share(a['pass'] != NEVER)} | "
+                  f"{b['changes'].astype(float).mean():.2f} | {a['changes'].astype(float).mean():.2f} |")
+    print()
+
+
+def print_ramp(cells: Cells, runs: int) -> None:
+    print(f"## Ramped canary, A/A (share 5% → 50% over the first 24 h, then 50%; start {RAMP_START:02d}:00 "
+          f"UTC; {BUDGET:,} labelled sessions per hour in all; {RAMP_HOURS} h; a look every "
+          f"{STREAM.epoch / 60:.0f} min)\n")
+    print("| bucket | night dip | canaries | method | false regression | hours to it (median) | "
+          "pass by the end | hours to pass (median) | verdict changes | pass then lost |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for (bucket, dip), result in cells.items():
+        for method in ("before", "after"):
+            r = result[method]
+            passed = r["pass"] != NEVER
+            print(f"| {bucket} | {dip:.0%} | {runs} | {method} | {share(r['reg'] != NEVER)} | "
+                  f"{hours_of(r['reg'])} | {share(passed)} | {hours_of(r['pass'])} | "
+                  f"{changes(r['changes'])} | {share(r['lost_pass'], passed)} |")
+    print()
+
+
+def world_main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--aa-runs", type=int, default=1000, help="A/A canaries per bucket")
+    parser.add_argument("--runs", type=int, default=500, help="canaries per bucket and true drop")
+    parser.add_argument("--deploy-runs", type=int, default=500,
+                        help="simulated deploys per bucket, night dip and deploy hour")
+    parser.add_argument("--ramp-runs", type=int, default=500, help="ramped canaries per bucket and night dip")
+    parser.add_argument("--batch", type=int, default=50, help="runs per task")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke test: 40 runs per cell, smaller worlds (fewer precomputed sessions)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.aa_runs = args.runs = args.deploy_runs = args.ramp_runs = args.batch = 40
+    config = CanaryConfig()
+    started = time.perf_counter()
+
+    def log(message: str) -> None:
+        print(f"[{time.perf_counter() - started:5.1f} s] {message}", file=sys.stderr)
+
+    worlds: dict[tuple[str, float], World] = {}
+    for bucket in WORLD_BUCKETS:
+        settings = DEFAULT_SETTINGS[bucket]
+        if args.quick:
+            settings = replace(settings, outcomes=min(settings.outcomes, 24),
+                               queries=min(settings.queries, 5_000))
+        plain = World.build(bucket, WORLD_SEED, settings)
+        for dip in sorted({0.0, CANARY_DIP, *DEPLOY_DIPS, *RAMP_DIPS}):
+            worlds[(bucket, dip)] = plain.with_night_dip(dip)
+        log(f"world {bucket}: {settings.queries:,} queries × {settings.outcomes} sessions × 2 rankers")
+
+    jobs: list[tuple[str, tuple[str, float], Job]] = []
+    seed = 1
+
+    def add(kind: str, bucket: str, dip: float, drop: float, count: int, key: tuple[str, float]) -> None:
+        nonlocal seed
+        for start in range(0, count, args.batch):
+            size = min(args.batch, count - start)
+            jobs.append((kind, key, Job(kind, bucket, dip, drop, size, seed, config)))
+            seed += 1
+
+    for bucket in WORLD_BUCKETS:
+        for drop in DROPS:
+            add("canary", bucket, CANARY_DIP, drop, args.aa_runs if drop == 0 else args.runs, (bucket, drop))
+        for dip in DEPLOY_DIPS:
+            add("deploy", bucket, dip, 0.0, args.deploy_runs, (bucket, dip))
+        for dip in RAMP_DIPS:
+            add("ramp", bucket, dip, 0.0, args.ramp_runs, (bucket, dip))
+    # the longest jobs first, so the workers finish together
+    order = sorted(range(len(jobs)), key=lambda i: jobs[i][0] != "deploy")
+    parts: dict[tuple[str, tuple[str, float]], list[dict[str, Result]]] = {}
+    context = multiprocessing.get_context("fork")
+    with context.Pool(args.workers, initializer=_init_worlds, initargs=(worlds,)) as pool:
+        results = pool.imap(run_job, [jobs[i][2] for i in order])
+        for done, (i, out) in enumerate(zip(order, results, strict=True), start=1):
+            kind, key, _ = jobs[i]
+            parts.setdefault((kind, key), []).append(out)
+            if done % 10 == 0 or done == len(jobs):
+                log(f"{done}/{len(jobs)} batches")
+
+    def cells(kind: str) -> dict[tuple[str, float], dict[str, Result]]:
+        keys = sorted((key for k, key in parts if k == kind), key=lambda k: (WORLD_BUCKETS.index(k[0]), k[1]))
+        return {key: merge(parts[(kind, key)]) for key in keys}
+
+    quick = " (--quick: a smoke test)" if args.quick else ""
+    print(f"# Canary and deploy verdicts in a realistic simulated world{quick}\n")
+    print(f"Verdicts: {config}. before = pooled arms, stateless verdict at every look (log_mean_path + "
+          "verdict_path); after = time-matched (matched_mean_path) + sticky (sticky_path). Both on the "
+          "same simulated streams.\n")
+    print_world(worlds)
+    print_canary(cells("canary"), {(b, d): args.aa_runs if d == 0 else args.runs
+                                   for b in WORLD_BUCKETS for d in DROPS})
+    print_deploy(cells("deploy"), args.deploy_runs)
+    print_ramp(cells("ramp"), args.ramp_runs)
+    log(f"total {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+# -- legacy: the previous benchmark (a pooled world without time; common canary rules) -------------------
 SIM = SimConfig(seed=1, grades_head=(0.55, 0.25, 0.12, 0.08), grades_torso=(0.70, 0.18, 0.08, 0.04),
                 grades_tail=(0.80, 0.12, 0.06, 0.02), grade_concentration=1.0, pool_head=200, pool_other=100)
 THRESHOLDS, FAILURE_LIMIT = (0.95, 0.90), 3
 MW_Z = 2.3263478740408408  # two-sided 98%: Φ⁻¹(0.99)
-NEVER = np.iinfo(np.int64).max
 
 
 @dataclass(frozen=True)
@@ -106,12 +498,6 @@ def broken_share(pool: Pool, metric: str, drop: float) -> float:
     if not 0.0 < q <= 1.0:
         raise ValueError(f"{metric}: even an all-broken canary cannot lower it by {drop:.0%} (q = {q:.2f})")
     return q
-
-
-def first(flags: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
-    """Index of the first True per row, NEVER if none."""
-    hit = flags.any(axis=1)
-    return np.where(hit, flags.argmax(axis=1), NEVER).astype(np.int64)
 
 
 def mann_whitney_z(counts_c: npt.NDArray[np.int64], counts_b: npt.NDArray[np.int64]) -> FloatArray:
@@ -206,8 +592,10 @@ def rate(index: npt.NDArray[np.int64]) -> float:
     return float((index != NEVER).mean())
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def legacy_main(argv: Sequence[str]) -> int:
+    """The previous benchmark: a pooled, time-free world; the sequential test against common rules."""
+    parser = argparse.ArgumentParser(prog="canary.py --legacy", description="the canary verdict against "
+                                     "two common canary rules, in a pooled world without time")
     parser.add_argument("--aa", type=int, default=2000, help="A/A canaries of the A/B table's bucket:metric")
     parser.add_argument("--aa-other", type=int, default=500, help="A/A canaries of the other bucket:metric")
     parser.add_argument("--ab", type=int, default=500, help="A/B canaries per drop and bucket:metric")
@@ -221,7 +609,7 @@ def main() -> int:
     parser.add_argument("--min-sessions", type=int, default=CanaryConfig.min_sessions, help="per arm")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="a small run for a smoke test")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.aa, args.aa_other, args.ab, args.horizon, args.pool = 100, 50, 40, 20_000, 3_000
     if args.horizon % args.interval:
@@ -283,6 +671,14 @@ def main() -> int:
                   f"{median_per_arm(regression)} | {pass_rate:.1%} | {pass_median} |")
     print(f"\ntotal {time.perf_counter() - started:.0f} s", file=sys.stderr)
     return 0
+
+
+
+def main() -> int:
+    argv = sys.argv[1:]
+    if "--legacy" in argv:
+        return legacy_main([a for a in argv if a != "--legacy"])
+    return world_main(argv)
 
 
 if __name__ == "__main__":
