@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,6 +19,8 @@ from monitor.core.grades import Grade, Scale
 
 SCHEMA_VERSIONS = (1,)
 BUCKETS = ("head", "torso", "tail")
+SCOPES = ("session", "query", "shared")
+_QUERY_KEY = re.compile("[0-9a-f]{24}")
 DEPLOY_KINDS = ("deploy", "canary_start", "canary_end", "rollback")
 
 
@@ -99,6 +102,13 @@ class Annotation:
     query: str | None = None
     ts: float | None = None
     from_query: bool = False  # a query's judgment restated for one session (scope "query")
+    # scope "shared": the query's shared session grades changed; the session (``session_id``) takes them
+    # again from the query's state (``query_key``); the grades carried are informative only
+    query_key: str | None = None
+
+    @property
+    def from_shared(self) -> bool:
+        return self.query_key is not None
 
 
 @dataclass(frozen=True)
@@ -273,10 +283,17 @@ def parse_event(obj: object, scale: Scale, limits: Limits = DEFAULT_LIMITS) -> E
         if (session is None) == (query is None):
             raise EventError("session_id", "an annotation needs exactly one of session_id and query")
         scope = obj.get("scope", "session")
-        if scope not in ("session", "query") or (scope == "query" and session is None):
-            raise EventError("scope", f"{scope!r} is not 'session' or 'query' (with a session_id)")
+        if scope not in SCOPES or (scope != "session" and session is None):
+            raise EventError("scope", f"{_show(scope)} is not 'session', or 'query' or 'shared' with a "
+                                      "session_id")
+        qkey = None
+        if scope == "shared":
+            qkey = _text(obj, "query_key", limits.max_id_chars)
+            assert qkey is not None
+            if not _QUERY_KEY.fullmatch(qkey):
+                raise EventError("query_key", f"{_show(qkey)} is not a query key (24 hex digits)")
         return Annotation(_labels(obj, scale, limits), session, query, _timestamp(obj, "ts", required=False),
-                          from_query=scope == "query")
+                          from_query=scope == "query", query_key=qkey)
     if kind == "deploy":
         deploy_kind = obj.get("kind")
         if deploy_kind not in DEPLOY_KINDS:
@@ -373,6 +390,9 @@ def encode_annotation(annotation: Annotation) -> bytes:
         body["session_id"] = annotation.session_id
     if annotation.from_query:
         body["scope"] = "query"
+    elif annotation.query_key is not None:
+        body["scope"] = "shared"
+        body["query_key"] = annotation.query_key
     if annotation.query is not None:
         body["query"] = annotation.query
     body["grades"] = [{"doc_id": label.doc_id, "grade": label.grade.level} for label in annotation.labels]

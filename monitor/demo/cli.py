@@ -12,8 +12,18 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from monitor.core.stream.config import BUDGET_UNITS
 from monitor.demo.settings import DEFAULT_DURATION, DEFAULT_HOURS, DEFAULT_SESSIONS, DemoSettings
 from monitor.sim.config import REGRESSION_BUCKETS
+
+
+def add_budget_options(parser: argparse.ArgumentParser) -> None:
+    """``--budget`` and ``--budget-unit``, shared by ``monitor demo`` and ``monitor replay``."""
+    parser.add_argument("--budget", type=float, metavar="N",
+                        help="annotation budget per bucket per hour of event time (default 2,000)")
+    parser.add_argument("--budget-unit", choices=BUDGET_UNITS, default="sessions",
+                        help="what the budget counts: sampled sessions, or judgments (documents "
+                             "requested from annotators); default sessions. See docs/worker.md")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="write the simulated stream as JSONL (input of monitor replay)")
     parser.add_argument("--record", type=Path, metavar="FILE",
                         help="write the run's time series (input of monitor report)")
+    add_budget_options(parser)
     return parser
 
 
@@ -56,7 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = DemoSettings(duration=args.duration, hours=args.hours, sessions=args.sessions,
                                 seed=args.seed, regression=args.regression, bucket=args.bucket,
-                                invalid_rate=args.invalid_rate, forever=args.forever)
+                                invalid_rate=args.invalid_rate, forever=args.forever, budget=args.budget,
+                                budget_unit=args.budget_unit)
         client = canary.alertmanager_client(args.alertmanager) if args.alertmanager else None
         for option, path in (("--write-events", args.write_events), ("--record", args.record)):
             if path is not None and not path.resolve().parent.is_dir():

@@ -21,7 +21,7 @@ from monitor.demo.canary import AlertNote, Judge
 from monitor.demo.engine import Engine
 from monitor.demo.events_file import routable
 from monitor.demo.interrupt import stop_on_sigint
-from monitor.demo.settings import DemoSettings, stream_config
+from monitor.demo.settings import DemoSettings
 from monitor.demo.summary import build_summary, render_summary
 from monitor.demo.view import Header, Screen, alert_line, render
 from monitor.sim import SimEvent, Simulation, write_jsonl
@@ -51,7 +51,8 @@ class DemoResult:
 def source_of(settings: DemoSettings) -> dict[str, Any]:
     return {"command": "demo", "seed": settings.seed, "regression": settings.regression,
             "bucket": settings.bucket, "sessions": settings.sessions, "hours": settings.hours,
-            "duration": settings.duration, "invalid_rate": settings.invalid_rate, "forever": settings.forever}
+            "duration": settings.duration, "invalid_rate": settings.invalid_rate, "forever": settings.forever,
+            "budget": settings.budget, "budget_unit": settings.budget_unit}
 
 
 def traffic(settings: DemoSettings) -> Iterator[SimEvent]:
@@ -92,7 +93,7 @@ def run_demo(options: DemoOptions, out: TextIO, err: TextIO, judge: Judge,
 
     settings = options.settings
     clock = clock or Clock()
-    engine = Engine(judge, stream_config(), source_of(settings))
+    engine = Engine(judge, settings.stream_config(), source_of(settings))
     screen = Screen(err if options.as_json else out, tty=tty, plain_every=PLAIN_EVERY)
     server = None
     if options.port is not None:

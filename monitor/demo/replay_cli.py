@@ -17,7 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from monitor.core.stream.config import StreamConfig
 from monitor.demo.canary import AlertNote, Judge
+from monitor.demo.cli import add_budget_options
 from monitor.demo.engine import Engine
 from monitor.demo.events_file import LineError, read_events
 from monitor.demo.interrupt import stop_on_sigint
@@ -33,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--record", type=Path, metavar="FILE",
                         help="write the run's time series (input of monitor report)")
+    add_budget_options(parser)
     return parser
 
 
@@ -62,10 +65,14 @@ class ProgressBar:
             self.stream.flush()
 
 
-def replay(path: Path, judge: Judge, err: TextIO, progress: bool | None = None) -> tuple[Engine, bool, float]:
-    """Feed the file through a fresh engine; returns it, whether Ctrl-C stopped it, and the wall seconds.
-    Raises :class:`LineError` at the first line that is not a routable event."""
-    engine = Engine(judge, stream_config(), {"command": "replay", "file": str(path)})
+def replay(path: Path, judge: Judge, err: TextIO, progress: bool | None = None,
+           config: StreamConfig | None = None) -> tuple[Engine, bool, float]:
+    """Feed the file through a fresh engine (``config``: the stream's settings, by default the demo's);
+    returns it, whether Ctrl-C stopped it, and the wall seconds. Raises :class:`LineError` at the first
+    line that is not a routable event."""
+    config = config or stream_config()
+    engine = Engine(judge, config, {"command": "replay", "file": str(path), "budget": dict(config.budget),
+                                    "budget_unit": config.budget_unit})
     try:
         size = path.stat().st_size
     except OSError as error:
@@ -105,7 +112,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"monitor replay: error: --record: the folder of {args.record} does not exist\n")
         return 2
     try:
-        engine, interrupted, wall = replay(args.file, make_judge(), sys.stderr)
+        config = stream_config(args.budget, args.budget_unit)
+    except ValueError as error:
+        sys.stderr.write(f"monitor replay: error: --budget: {error}\n")
+        return 2
+    try:
+        engine, interrupted, wall = replay(args.file, make_judge(), sys.stderr, config=config)
     except LineError as error:
         sys.stderr.write(f"monitor replay: error: {error}\n")
         return 2

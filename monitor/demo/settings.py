@@ -3,7 +3,8 @@
 The simulated traffic covers ``hours`` of event time and is played back in ``duration`` wall seconds, so
 event time runs ``hours × 3600 / duration`` times faster than the wall clock (6 h in 20 s: 1,080×). The
 stream runs with its production settings (:class:`~monitor.core.stream.config.StreamConfig` defaults:
-k = 40 head, 20 torso and tail; a one-hour join window; 15 m, 1 h and 24 h rolling windows).
+k = 40 head, 20 torso and tail; a one-hour join window; 15 m, 1 h and 24 h rolling windows), but for the
+annotation budget, which ``budget`` and ``budget_unit`` may change.
 
 >>> DemoSettings().speed
 1080.0
@@ -17,8 +18,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
-from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.config import BudgetUnit, StreamConfig
 from monitor.sim import SimConfig
 from monitor.sim.config import DEFAULT_START_TS, REGRESSION_BUCKETS
 
@@ -34,7 +36,8 @@ class DemoSettings:
 
     ``regression`` is the canary's relative DCG@k loss in ``bucket`` (0: a healthy canary); a small share
     of malformed events (``invalid_rate``) shows the dead-letter path. ``forever`` repeats the run, each
-    round a new seed and the next ``hours`` of event time, until interrupted.
+    round a new seed and the next ``hours`` of event time, until interrupted. ``budget`` (per bucket per
+    hour of event time; None: the production default) and ``budget_unit`` set the annotation budget.
     """
 
     duration: float = DEFAULT_DURATION
@@ -45,6 +48,8 @@ class DemoSettings:
     bucket: str = "tail"
     invalid_rate: float = 0.001
     forever: bool = False
+    budget: float | None = None
+    budget_unit: str = "sessions"
 
     def __post_init__(self) -> None:
         for name in ("duration", "hours"):
@@ -61,6 +66,7 @@ class DemoSettings:
             raise ValueError(f"bucket: {self.bucket!r} is not one of {', '.join(REGRESSION_BUCKETS)}")
         if not 0.0 <= self.invalid_rate <= 0.5:
             raise ValueError(f"invalid_rate: must be in [0, 0.5], got {self.invalid_rate!r}")
+        stream_config(self.budget, self.budget_unit)  # a bad budget raises ConfigError, a ValueError
 
     @property
     def span(self) -> float:
@@ -71,6 +77,10 @@ class DemoSettings:
     def speed(self) -> float:
         """Event-time seconds per wall second."""
         return self.span / self.duration
+
+    def stream_config(self) -> StreamConfig:
+        """The stream's settings of this run (see :func:`stream_config`)."""
+        return stream_config(self.budget, self.budget_unit)
 
     def sim_config(self, round_: int = 0) -> SimConfig:
         """The simulator's settings for round ``round_`` (0 unless ``forever``).
@@ -86,6 +96,18 @@ class DemoSettings:
             invalid_rate=self.invalid_rate)
 
 
-def stream_config() -> StreamConfig:
-    """The stream's settings in the demo and in replays: the production defaults."""
-    return StreamConfig()
+def stream_config(budget: float | None = None, budget_unit: str = "sessions") -> StreamConfig:
+    """The stream's settings in the demo and in replays: the production defaults, with ``budget`` (the
+    same for every bucket, per hour of event time; None: the default) counted in ``budget_unit``.
+
+    >>> stream_config(500, "judgments").budget["tail"]
+    500
+    >>> stream_config(budget_unit="documents")
+    Traceback (most recent call last):
+    ...
+    monitor.core.stream.config.ConfigError: budget_unit must be one of sessions, judgments, got 'documents'
+    """
+    unit = cast(BudgetUnit, budget_unit)  # checked by StreamConfig
+    if budget is None:
+        return StreamConfig(budget_unit=unit)
+    return StreamConfig(budget=dict.fromkeys(StreamConfig().budget, budget), budget_unit=unit)

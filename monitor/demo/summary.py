@@ -18,6 +18,7 @@ from monitor.demo.intervals import pnr_interval
 from monitor.demo.recording import finite, iso
 
 COUNTERS = ("impressions", "sampled", "scored", "expired", "rescored", "corrections")
+JUDGMENTS = ("requested", "received", "top_k")
 BUCKET_ORDER = {"head": 0, "torso": 1, "tail": 2}
 
 
@@ -44,10 +45,13 @@ def build_summary(engine: Engine, command: str, wall: float, interrupted: bool =
     """The summary of what ``engine`` has seen (JSON-ready: non-finite numbers become None)."""
     snap = engine.latest
     counters = {name: 0 for name in COUNTERS}
+    judgments = {name: 0 for name in JUDGMENTS}
     dead: dict[str, int] = {}
     for (group, name), value in snap.counters.items():
         if group and name in counters:
             counters[name] += round(value)
+        elif group and name.startswith("judgments_") and name[10:] in judgments:
+            judgments[name[10:]] += round(value)
         elif not group and name.startswith("dead_letter:"):
             dead[name.split(":", 1)[1]] = round(value)
     points = engine.recording.points
@@ -58,7 +62,9 @@ def build_summary(engine: Engine, command: str, wall: float, interrupted: bool =
         "event_time": {"start": iso(first), "end": iso(snap.watermark),
                        "hours": round((snap.watermark - first) / 3600.0, 3)
                        if first is not None and math.isfinite(snap.watermark) else 0.0},
-        "points": len(points), "sessions": counters,
+        "points": len(points), "sessions": counters, "judgments": judgments,
+        "budget": {"per_bucket": dict(snap.config.budget), "unit": snap.config.budget_unit,
+                   "period": snap.config.budget_period},
         "dead_letters": dict(sorted(dead.items(), key=lambda item: (-item[1], item[0]))),
         "groups": group_rows(engine),
         "verdicts": [row.to_json() for row in engine.verdicts],
@@ -86,6 +92,16 @@ def render_summary(summary: dict[str, Any]) -> str:
              f"time ({span['start']} → {span['end']}) in {summary['wall_seconds']:.1f} s wall",
              f"sessions: {c['impressions']:,} impressions, {c['sampled']:,} sampled, {c['scored']:,} scored, "
              f"{c['expired']:,} expired, {c['rescored']:,} re-scored, {c['corrections']:,} corrections"]
+    if "judgments" in summary:
+        j, budget = summary["judgments"], summary["budget"]
+        amounts = sorted(set(budget["per_bucket"].values()))
+        per = f"{amounts[0]:,.0f}" if len(amounts) == 1 else "/".join(
+            f"{budget['per_bucket'][b]:,.0f}" for b in BUCKET_ORDER)
+        period = "hour" if budget["period"] == 3600 else f"{budget['period']:g} s"
+        saved = (f" ({1 - j['requested'] / j['top_k']:.0%} of the sampled sessions' {j['top_k']:,} top-k "
+                 "documents already graded)") if j.get("top_k") else ""
+        lines.append(f"judgments: {j['requested']:,} requested{saved}, {j['received']:,} received "
+                     f"(budget {per} {budget['unit']} per bucket per {period})")
     dead = summary["dead_letters"]
     lines.append(f"dead letters: {sum(dead.values()):,}"
                  + (" (" + ", ".join(f"{k} {v}" for k, v in dead.items()) + ")" if dead else ""))

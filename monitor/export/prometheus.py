@@ -37,11 +37,15 @@ GAUGES: dict[str, tuple[str, str, list[str]]] = {
 }
 COUNTERS = {
     "impressions": "Impression sessions seen",
-    "sampled": "Sessions sampled for annotation (annotation requests)",
+    "sampled": "Sessions sampled for annotation (a request each, unless its top k is already graded)",
     "scored": "Sessions scored (first time)",
     "expired": "Sessions expired below the coverage minimum (first time)",
     "rescored": "Session contributions taken back for a re-score (corrections, late labels)",
     "corrections": "Labels that changed an earlier grade",
+    "judgments_requested": "Documents asked of annotators (sampled sessions' ungraded top-k documents)",
+    "judgments_received": "Requested documents whose first grade for their session arrived",
+    "judgments_top_k": "Documents in sampled sessions' top k (what requests would list if no grade were "
+                       "reused)",
 }
 
 

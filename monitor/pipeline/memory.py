@@ -3,7 +3,8 @@
 Events are submitted as raw bytes with their topic, validated exactly as the worker validates them
 (invalid ones become dead letters with their reason), routed to a partition by key, and run through the
 same :func:`monitor.core.stream.join.step`. Query-level judgments fan out to the query's sessions
-through the same path as session annotations, as the worker does through Kafka.
+through the same path as session annotations, as the worker does through Kafka, and so do the refreshes
+of a query's shared grades (a session's own grades reused by the query's other sessions).
 """
 
 from __future__ import annotations
@@ -29,9 +30,12 @@ from monitor.core.stream.join import (
     AnnotationRequest,
     Labels,
     Loaded,
+    SharedGrades,
     Transition,
     close_step,
     fan_out_annotation,
+    merge_shared,
+    shared_refresh,
     step,
 )
 from monitor.core.stream.partition import partition_for
@@ -73,6 +77,7 @@ class MemoryPipeline:
         self.state = [PartitionState() for _ in range(partitions)]
         self.slices: list[dict[tuple[str, int], dict[str, Stats]]] = [{} for _ in range(partitions)]
         self.query_labels: dict[str, Labels] = {}
+        self.shared: dict[str, SharedGrades] = {}  # query key → its shared grades
         self.pending_queries: dict[str, set[tuple[int, str]]] = {}
         self.counters: dict[tuple[str, str], float] = {}
         self.totals_added: dict[str, Stats] = {}
@@ -83,6 +88,7 @@ class MemoryPipeline:
         self.requests: deque[AnnotationRequest] = deque(maxlen=keep)
         self.deploys: deque[Event] = deque(maxlen=keep)
         self.query_seen: dict[str, float] = {}
+        self.shared_seen: dict[str, float] = {}
         self.prune_every, self._submitted = prune_every, 0
         self._queue: deque[tuple[int, Event]] = deque()
 
@@ -113,7 +119,7 @@ class MemoryPipeline:
 
     # -- one step -------------------------------------------------------------------------------------
     def _process(self, partition: int, event: Event) -> None:
-        loaded = self.state[partition].load(event, self.query_labels, self.config)
+        loaded = self.state[partition].load(event, self.query_labels, self.config, self.shared)
         transition = step(event, loaded, self.config, self.scale, self.partitions)
         self._apply(partition, transition)
 
@@ -140,6 +146,19 @@ class MemoryPipeline:
             self.query_labels.setdefault(key, {}).update(labels)
             self.query_seen[key] = self.watermark
             self._fan_out(key, labels)
+        if t.shared is not None:
+            key, origin, ts, labels = t.shared
+            entries = self.shared.setdefault(key, {})
+            won: Labels = {}
+            for doc, level in labels.items():
+                entries[doc], first = merge_shared(entries.get(doc, {}), origin, ts, level)
+                if first:
+                    won[doc] = level
+            self.shared_seen[key] = self.watermark
+            if won:  # what the query's other sessions take changed: they read it again
+                for member, session_id in sorted(self.pending_queries.get(key, set())):
+                    if session_id != origin and session_id in self.state[member].records:
+                        self._queue.append((member, shared_refresh(session_id, key, won, self.scale)))
 
     def _fan_out(self, key: str, labels: Labels) -> None:
         """Query-level judgments become session annotations for the query's sessions in the join."""
@@ -169,9 +188,14 @@ class MemoryPipeline:
         prune_epochs(self.epochs, watermark, self.config.epoch, self.config.history)
         prune_seen(self.seen, watermark, self.config.history)
         horizon = watermark - self.config.state_ttl
+        for query in [q for q, seen in self.query_seen.items() if seen == -math.inf]:
+            self.query_seen[query] = watermark  # judged before any impression: kept from the first prune on
         for query in [q for q, seen in self.query_seen.items() if seen < horizon]:
             del self.query_seen[query]
             self.query_labels.pop(query, None)
+        for query in [q for q, seen in self.shared_seen.items() if seen < horizon]:
+            del self.shared_seen[query]  # like Redis's TTL of the query's shared grades, renewed by writes
+            self.shared.pop(query, None)
         for query in list(self.pending_queries):
             members = {(p, sid) for p, sid in self.pending_queries[query] - gone
                        if sid in self.state[p].records}

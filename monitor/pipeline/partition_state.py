@@ -18,6 +18,7 @@ from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.join import (
     Labels,
     Loaded,
+    SharedGrades,
     Transition,
     budget_period,
     frequency_slices,
@@ -35,7 +36,7 @@ class PartitionState:
     deadlines: dict[str, float] = field(default_factory=dict)
     heap: list[tuple[float, str]] = field(default_factory=list)
     sketch: dict[int, dict[str, float]] = field(default_factory=dict)
-    budget: dict[tuple[str, int], float] = field(default_factory=dict)
+    budget: dict[tuple[str, int], float] = field(default_factory=dict)  # (bucket, period) -> spent
     early_since: dict[str, float] = field(default_factory=dict)  # watermark when early labels came
 
     def prune(self, config: StreamConfig) -> set[str]:
@@ -71,14 +72,21 @@ class PartitionState:
                 out.append(self.records[session_id])
         return out
 
-    def load(self, event: Event, query_labels: Mapping[str, Labels], config: StreamConfig) -> Loaded:
-        """What :func:`~monitor.core.stream.join.step` reads for ``event``."""
+    def load(self, event: Event, query_labels: Mapping[str, Labels], config: StreamConfig,
+             shared: Mapping[str, SharedGrades] | None = None) -> Loaded:
+        """What :func:`~monitor.core.stream.join.step` reads for ``event`` (``shared``: the queries' shared
+        grades, read by impressions and shared-grade refreshes; not copied, the step only reads them)."""
         loaded = Loaded(watermark=self.watermark)
         if isinstance(event, Impression | Annotation) and event.session_id is not None:
             loaded.record = self.records.get(event.session_id)
             loaded.early_labels = dict(self.early.get(event.session_id, {}))
+        if isinstance(event, Annotation) and event.query_key is not None and shared is not None:
+            loaded.shared = shared.get(event.query_key, {})
         if isinstance(event, Impression):
-            loaded.query_labels = dict(query_labels.get(query_key(event.query), {}))
+            key = query_key(event.query)
+            loaded.query_labels = dict(query_labels.get(key, {}))
+            if shared is not None:
+                loaded.shared = shared.get(key, {})
             loaded.sketch = [self.sketch.get(i, {}) for i in frequency_slices(event.ts, config)]
             period = budget_period(event.ts, config)
             loaded.budget_used = {b: self.budget.get((b, period), 0.0) for b in config.k}
@@ -107,4 +115,5 @@ class PartitionState:
             slot = self.sketch.setdefault(index, {})
             slot[cell] = slot.get(cell, 0.0) + 1.0
         if t.budget is not None:
-            self.budget[t.budget] = self.budget.get(t.budget, 0.0) + 1.0
+            bucket, period, amount = t.budget
+            self.budget[(bucket, period)] = self.budget.get((bucket, period), 0.0) + amount

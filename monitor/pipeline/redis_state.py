@@ -49,14 +49,19 @@ from monitor.core.grades import Scale
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.history import History, Seen, epoch_of, merge_seen, see
 from monitor.core.stream.join import (
+    SHARED_KEEP,
     Labels,
     Loaded,
+    SharedGrades,
     Transition,
     budget_period,
     close_step,
     fan_out_annotation,
     frequency_cells,
     frequency_slices,
+    merge_shared,
+    shared_grades,
+    shared_refresh,
     step,
 )
 from monitor.core.stream.rollup import rollup, slice_keys, wanted_slices
@@ -165,7 +170,8 @@ class Batch:
             cells = self.sketch.setdefault(index, defaultdict(float))
             cells[cell] += 1.0
         if t.budget is not None:
-            self.budget[t.budget] += 1.0
+            bucket, period, amount = t.budget
+            self.budget[(bucket, period)] += amount
         self.deploys.extend(t.deploys)
 
 
@@ -230,6 +236,54 @@ class Ops:
         self.ops.append([name, index, *args])
 
 
+# One grading session's grades merged into a query's shared grades (KEYS[1], a hash: document → JSON list
+# of [session, ts as text, level], the earliest first), keeping the SHARED_KEEP earliest sessions per
+# document, as monitor.core.stream.join.merge_shared does; returns the documents whose earliest grading
+# session is now this one (the query's other sessions must read them again). ARGV: session, its
+# impression ts (Python's repr: compared as a double, kept as text so no digit is lost), the TTL, the
+# number kept, then document and level pairs.
+SHARED_MERGE = """
+local origin, ts, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
+local won = {}
+for i = 5, #ARGV, 2 do
+  local doc, level = ARGV[i], tonumber(ARGV[i + 1])
+  local raw = redis.call('HGET', KEYS[1], doc)
+  local entries = {}
+  if raw then
+    for _, e in ipairs(cjson.decode(raw)) do
+      if e[1] ~= origin then table.insert(entries, e) end
+    end
+  end
+  table.insert(entries, {origin, ARGV[2], level})
+  table.sort(entries, function(a, b)
+    local ta, tb = tonumber(a[2]), tonumber(b[2])
+    if ta ~= tb then return ta < tb end
+    return a[1] < b[1]
+  end)
+  while #entries > keep do table.remove(entries) end
+  if entries[1][1] == origin then table.insert(won, doc) end
+  redis.call('HSET', KEYS[1], doc, cjson.encode(entries))
+end
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return won
+"""
+
+
+def parse_shared(stored: Mapping[bytes | str, bytes | str]) -> SharedGrades:
+    """A query's ``shared`` hash (:data:`SHARED_MERGE`) as the core reads it."""
+    return {_text(doc): {origin: (float(ts), int(level)) for origin, ts, level in json.loads(raw)}
+            for doc, raw in stored.items()}
+
+
+def merged_shared(entries: SharedGrades, write: tuple[str, str, float, Labels]) -> SharedGrades:
+    """``entries`` with one session's grades merged (a new mapping; ``entries`` is left as it is)."""
+    _, origin, ts, labels = write
+    out = dict(entries)
+    for doc, level in labels.items():
+        out[doc] = merge_shared(out.get(doc, {}), origin, ts, level)[0]
+    return out
+
+
 class RedisState:
     def __init__(self, redis: Redis, config: StreamConfig, scale: Scale, partitions: int,
                  prefix: str = "srm", limits: Limits = DEFAULT_LIMITS) -> None:
@@ -237,6 +291,7 @@ class RedisState:
         self.prefix, self.limits = prefix, limits
         self._registered: set[int] = set()  # partitions already in the global set (one SADD each)
         self._apply_ops = redis.register_script(APPLY_OPS)
+        self._shared_merge = redis.register_script(SHARED_MERGE)
 
     # -- keys -----------------------------------------------------------------------------------------
     def _p(self, partition: int, *parts: object) -> str:
@@ -294,14 +349,17 @@ class RedisState:
         for index, error in rejected:
             outcomes[index] = Outcome(dead_letter=error)
             batch.counters[("", f"dead_letter:{error.code}")] += 1.0
-        state, query_labels = await self._prefetch(partition, watermark, [e for _, e in events])
+        state, query_labels, shared = await self._prefetch(partition, watermark, [e for _, e in events])
         steps: list[tuple[int, Transition, Loaded]] = []
         for index, event in events:
-            loaded = state.load(event, query_labels, self.config)
+            loaded = state.load(event, query_labels, self.config, shared)
             transition = step(event, loaded, self.config, self.scale, self.partitions)
             state.apply(transition)
             if transition.query_labels is not None:
                 query_labels.setdefault(transition.query_labels[0], {}).update(transition.query_labels[1])
+            if transition.shared is not None:  # a new mapping: what earlier steps loaded stays as it was
+                key = transition.shared[0]
+                shared[key] = merged_shared(shared.get(key, {}), transition.shared)
             batch.add(transition, self.config)
             steps.append((index, transition, loaded))
         fan_outs = await self._query_writes(partition, steps)
@@ -354,8 +412,9 @@ class RedisState:
     async def apply_event(self, partition: int, event: Event) -> Outcome:
         """An event that did not come from a topic (tests apply fan-outs with it): no offset."""
         meta = await self.redis.hget(self._p(partition, "meta"), "wm")
-        state, query_labels = await self._prefetch(partition, float(meta) if meta else -math.inf, [event])
-        loaded = state.load(event, query_labels, self.config)
+        state, query_labels, shared = await self._prefetch(partition, float(meta) if meta else -math.inf,
+                                                           [event])
+        loaded = state.load(event, query_labels, self.config, shared)
         transition = step(event, loaded, self.config, self.scale, self.partitions)
         batch = Batch(partition)
         batch.add(transition, self.config)
@@ -363,8 +422,8 @@ class RedisState:
         await self._commit(partition, batch, {})
         return Outcome(transition=transition, fan_out=tuple(fan_outs.get(0, ())))
 
-    async def _prefetch(self, partition: int, watermark: float,
-                        events: Sequence[Event]) -> tuple[PartitionState, dict[str, Labels]]:
+    async def _prefetch(self, partition: int, watermark: float, events: Sequence[Event]
+                        ) -> tuple[PartitionState, dict[str, Labels], dict[str, SharedGrades]]:
         """A :class:`PartitionState` holding what ``events`` will read, from one pipelined round trip."""
         config = self.config
         state = PartitionState(watermark=watermark)
@@ -372,6 +431,8 @@ class RedisState:
                               if isinstance(e, Impression | Annotation) and e.session_id is not None})
         impressions = [e for e in events if isinstance(e, Impression)]
         query_keys = sorted({query_key(e.query) for e in impressions})
+        shared_keys = sorted({*query_keys, *(e.query_key for e in events
+                                             if isinstance(e, Annotation) and e.query_key is not None)})
         cells: dict[int, set[str]] = {}
         periods: set[int] = set()
         final = watermark
@@ -386,6 +447,8 @@ class RedisState:
         pipe.mget([self._p(partition, "e", s) for s in session_ids] or ["-"])
         for qkey in query_keys:
             pipe.hgetall(self._q(qkey, "labels"))
+        for qkey in shared_keys:
+            pipe.hgetall(self._q(qkey, "shared"))
         sketch_order = sorted(cells)
         for index in sketch_order:
             pipe.hmget(self._p(partition, "cms", index), sorted(cells[index]))
@@ -407,6 +470,10 @@ class RedisState:
         for qkey in query_keys:
             query_labels[qkey] = {_text(k): int(v) for k, v in results[at].items()}
             at += 1
+        shared: dict[str, SharedGrades] = {}
+        for qkey in shared_keys:
+            shared[qkey] = parse_shared(results[at])
+            at += 1
         for index in sketch_order:
             state.sketch[index] = {f: float(v) for f, v in zip(sorted(cells[index]), results[at], strict=True)
                                    if v is not None}
@@ -427,40 +494,60 @@ class RedisState:
                 if session_id in state.records:
                     state.deadlines[session_id] = deadline
                     heapq.heappush(state.heap, (deadline, session_id))
-        return state, query_labels
+        return state, query_labels, shared
 
     async def _query_writes(self, partition: int,
                             steps: Sequence[tuple[int, Transition, Loaded]]) -> dict[int, FanOut]:
         """Per-query keys live in other slots: idempotent writes before the transaction, then the
-        query-level labels to fan out to sessions (published keyed by session), per step index.
+        query-level labels to fan out to sessions (published keyed by session), and the refreshes of the
+        query's shared grades, per step index.
 
         A judgment for a query written on another partition after an impression of the query read the
         query's labels, and fanned out before that impression's session joined the query's pending set,
         would reach no one; so each such impression re-reads the labels after joining the set. (Either
-        the judgment's fan-out saw the session or this read sees the judgment; both is harmless.)"""
+        the judgment's fan-out saw the session or this read sees the judgment; both is harmless.) The same
+        for the query's shared grades: a session whose re-read differs from what its impression read gets
+        a refresh. A refresh carries no grade that counts: the session takes the query's shared grades
+        from Redis when it processes it, so an old refresh overtaking a newer one changes nothing."""
         ttl = int(self.config.state_ttl)
         writes = self.redis.pipeline(transaction=False)
         checks: list[tuple[int, str, str, Labels]] = []   # (step, query key, session, labels it saw)
+        shared_checks: list[tuple[int, str, str, SharedGrades]] = []  # (step, query key, session, it saw)
         spreads: list[tuple[int, str, Labels]] = []       # (step, query key, labels to fan out)
+        # (step, query key, grading session, its grades, the merge's place in the pipeline)
+        shares: list[tuple[int, str, str, Labels, int]] = []
         for index, t, loaded in steps:
             for qkey, session_id in t.pending_queries:
                 writes.sadd(self._q(qkey, "pending"), f"{partition}:{session_id}")
                 writes.expire(self._q(qkey, "pending"), ttl)
                 checks.append((index, qkey, session_id, loaded.query_labels))
+                if self.config.share_session_grades:
+                    shared_checks.append((index, qkey, session_id, loaded.shared))
             if t.query_labels is not None:
                 qkey, labels = t.query_labels
                 writes.hset(self._q(qkey, "labels"), mapping=cast(Any, labels))
                 writes.expire(self._q(qkey, "labels"), ttl)
                 spreads.append((index, qkey, labels))
-        if not checks and not spreads:
+            if t.shared is not None:
+                qkey, origin, ts, labels = t.shared
+                shares.append((index, qkey, origin, labels, len(writes)))
+                args: list[str | int] = [origin, repr(float(ts)), ttl, SHARED_KEEP]
+                for doc, level in labels.items():
+                    args += [doc, level]
+                await self._shared_merge(keys=[self._q(qkey, "shared")], args=args, client=writes)
+        if not checks and not spreads and not shares:
             return {}
-        await writes.execute()
+        written = await writes.execute()
         reads = self.redis.pipeline(transaction=False)
         for _, qkey, _, _ in checks:
             reads.hgetall(self._q(qkey, "labels"))
+        for _, qkey, _, _ in shared_checks:
+            reads.hgetall(self._q(qkey, "shared"))
         for _, qkey, _ in spreads:
             reads.smembers(self._q(qkey, "pending"))
-        results = await reads.execute()
+        for _, qkey, _, _, _ in shares:
+            reads.smembers(self._q(qkey, "pending"))
+        results = iter(await reads.execute())
         out: dict[int, FanOut] = {}
         for (index, _, session_id, seen), stored in zip(checks, results, strict=False):
             labels = {_text(k): int(v) for k, v in stored.items()}
@@ -468,11 +555,28 @@ class RedisState:
             if missed:
                 annotation = fan_out_annotation(session_id, missed, self.scale)
                 out.setdefault(index, []).append((session_id, annotation))
-        for (index, _, labels), members in zip(spreads, results[len(checks):], strict=True):
+        for (index, qkey, session_id, seen_shared), stored in zip(shared_checks, results, strict=False):
+            view = shared_grades(parse_shared(stored), session_id)
+            seen_view = shared_grades(seen_shared, session_id)
+            changed = {doc: level for doc, level in view.items() if seen_view.get(doc) != level}
+            if changed:  # (its own grades, written in this batch, are in the hash too: not a change)
+                out.setdefault(index, []).append(
+                    (session_id, shared_refresh(session_id, qkey, changed, self.scale)))
+        for (index, _, labels), members in zip(spreads, results, strict=False):
             for member in sorted(_text(m) for m in members):
                 session_id = member.split(":", 1)[1]
                 annotation = fan_out_annotation(session_id, labels, self.scale)
                 out.setdefault(index, []).append((session_id, annotation))
+        for (index, qkey, origin, labels, place), members in zip(shares, results, strict=False):
+            won = {_text(doc) for doc in written[place]}
+            if not won:  # not the earliest grader of any of them: nobody else's grades changed
+                continue
+            grades = {doc: level for doc, level in labels.items() if doc in won}
+            for member in sorted(_text(m) for m in members):
+                session_id = member.split(":", 1)[1]
+                if session_id != origin:
+                    out.setdefault(index, []).append(
+                        (session_id, shared_refresh(session_id, qkey, grades, self.scale)))
         return out
 
     async def _commit(self, partition: int, batch: Batch, offsets: Mapping[str, int],

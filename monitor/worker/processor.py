@@ -82,11 +82,12 @@ def decode_entry(raw: bytes) -> Entry:
 
 
 def request_json(request: AnnotationRequest) -> bytes:
-    """An annotation request as published: the session's top-k documents, to be graded."""
+    """An annotation request as published: the session's top-k documents without a grade yet, to be
+    graded, and how many of its top k were graded already (docs/events.md)."""
     return json.dumps({
         "type": "annotation_request", "schema": 1, "session_id": request.session_id, "query": request.query,
         "query_bucket": request.bucket, "ranker": request.ranker, "variant": request.variant, "k": request.k,
-        "doc_ids": request.docs, "ts": request.ts,
+        "doc_ids": request.docs, "judged": request.judged, "ts": request.ts,
     }, ensure_ascii=False, separators=(",", ":")).encode()
 
 

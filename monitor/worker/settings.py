@@ -411,6 +411,7 @@ def describe(settings: WorkerSettings) -> dict[str, Any]:
         "deploy_token": "set" if settings.deploy_token else "unset",
         "k": dict(settings.stream.k), "join_window": settings.stream.join_window,
         "windows": dict(settings.stream.windows), "budget": dict(settings.stream.budget),
+        "budget_unit": settings.stream.budget_unit,
     }
 
 

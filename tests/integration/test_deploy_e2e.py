@@ -45,19 +45,11 @@ from monitor.core.canary.alerts import ALERTNAMES
 from monitor.sim import SimConfig, SimEvent, SimResult, dcg_of_levels, simulate
 from monitor.sim.config import DEFAULT_START_TS
 from tests.integration.helpers import eventually, http_json
+from tests.integration.test_canary_e2e import ALERT_INTERVAL, CONFIG_TOML, JOIN_WINDOW
 from tests.integration.worker_harness import Group, Stream, Worker, flush_events, parse_metrics
 
 pytestmark = pytest.mark.integration
 
-CONFIG_TOML = """
-[stream]
-join_window = 1800
-min_coverage = 0.8
-budget = { head = 1e9, torso = 1e9, tail = 1e9 }
-max_closes_per_step = 1000000
-"""
-JOIN_WINDOW = 1800
-ALERT_INTERVAL = 1.0
 HOUR = 3600.0
 MIDNIGHT = DEFAULT_START_TS - 8 * HOUR  # 2025-11-21T00:00:00Z
 BEFORE_H, AFTER_H = 26.5, 4.0  # the deploy at 02:30 UTC on 2025-11-22, 26.5 h of the old ranker before it

@@ -14,8 +14,11 @@ from monitor.core.canary import CanaryConfig
 from monitor.core.events import Deploy
 from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.join import AnnotationRequest
 from monitor.pipeline.memory import MemoryPipeline, partition_of
 from monitor.pipeline.redis_state import Message, RedisState
+from tests.unit.test_shared_grades import CONFIG as SHARED_CONFIG
+from tests.unit.test_shared_grades import brute_force, shared_stream
 from tests.unit.test_stream_core import interleave, random_stream
 
 pytestmark = pytest.mark.integration
@@ -34,7 +37,9 @@ def with_query_labels(events: list[tuple[str, bytes, bytes]]) -> list[tuple[str,
 
 
 async def run_through_redis(state: RedisState, events: list[tuple[str, bytes, bytes]], partitions: int,
-                            redeliver: bool = False, batch: int = 1) -> None:
+                            redeliver: bool = False, batch: int = 1) -> list[AnnotationRequest]:
+    """Feed ``events`` as the worker would; returns the annotation requests the messages produced."""
+    requests: list[AnnotationRequest] = []
     offsets: dict[tuple[int, str], int] = {}
     delivered: list[tuple[int, str, int, bytes]] = []
     for topic, key, value in events:
@@ -53,12 +58,25 @@ async def run_through_redis(state: RedisState, events: list[tuple[str, bytes, by
             at += 1
         outcomes = await state.handle_batch(partition, [Message(t, o, v) for _, t, o, v in chunk])
         for outcome in outcomes:
+            if outcome.transition is not None:
+                requests.extend(outcome.transition.requests)
             for session_id, annotation in outcome.fan_out:  # the worker republishes these, keyed by session
                 await state.apply_event(partition_of(session_id.encode(), partitions), annotation)
     if redeliver:  # a restart after a crash re-reads from the last commit: everything again
         for partition, topic, offset, value in delivered:
             assert (await state.handle(partition, topic, offset, value)).skipped
     await state.advance(math.inf)
+    return requests
+
+
+def in_process(events: list[tuple[str, bytes, bytes]], config: StreamConfig, partitions: int,
+               **options: int) -> MemoryPipeline:
+    """The in-process core fed ``events`` to the end (every due session closed): the reference."""
+    memory = MemoryPipeline(config, SEED_SCALE, partitions=partitions, **options)
+    for topic, key, value in events:
+        memory.submit(topic, key, value)
+    memory.advance(math.inf)
+    return memory
 
 
 @pytest.mark.parametrize(("partitions", "batch"), [(1, 1), (3, 1), (3, 40)])
@@ -66,10 +84,7 @@ async def test_redis_state_equals_in_process_and_ignores_redelivery(redis_url: s
                                                                     batch: int) -> None:
     events = with_query_labels(interleave(random_stream(11, sessions=150)[0], random.Random(5)))
     events.append(("impressions", b"bad", b'{"type": "impression", "schema": 3}'))
-    memory = MemoryPipeline(CONFIG, SEED_SCALE, partitions=partitions)
-    for topic, key, value in events:
-        memory.submit(topic, key, value)
-    memory.advance(math.inf)
+    memory = in_process(events, CONFIG, partitions)
     expected = memory.snapshot()
 
     redis = Redis.from_url(redis_url)
@@ -103,3 +118,101 @@ async def test_redis_state_equals_in_process_and_ignores_redelivery(redis_url: s
     assert set(summed) == set(totals)
     for group, stats in totals.items():
         assert summed[group] == pytest.approx(stats, abs=1e-9), group
+
+
+async def test_a_judgments_budget_in_redis_samples_and_spends_as_in_process(redis_url: str) -> None:
+    """budget_unit = "judgments" with a budget that binds, query judgments known before some sessions and
+    early labels: the same sessions sampled, the same requests (only unjudged documents), the same
+    spend in Redis's budget counters, the same numbers."""
+    config = StreamConfig(join_window=300, min_coverage=0.6, budget_period=300, budget_unit="judgments",
+                          budget={"head": 150, "torso": 100, "tail": 100})
+    _, truth = random_stream(12, sessions=150)
+    judged = [("annotations", f"q-{sid}".encode(), json.dumps(
+        {"type": "annotation", "query": f"q-{sid}", "grades": [
+            {"doc_id": doc, "grade": 2} for doc in truth[sid]["docs"][:30:n]]}).encode())
+        for sid, n in (("s3", 1), ("s5", 2), ("s8", 1), ("s13", 3), ("s21", 1))]
+    events = judged + interleave(random_stream(12, sessions=150)[0], random.Random(6))
+    partitions = 3
+    memory = in_process(events, config, partitions, prune_every=10**9)  # every period kept
+    expected = memory.snapshot()
+
+    redis = Redis.from_url(redis_url)
+    try:
+        state = RedisState(redis, config, SEED_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        requests = await run_through_redis(state, events, partitions, batch=40)
+        got = await state.snapshot()
+        spent = {}
+        for partition in range(partitions):
+            for key in await redis.keys(state._p(partition, "bud", "*")):
+                period = int(key.decode().rsplit(":", 1)[1])
+                for bucket, used in (await redis.hgetall(key)).items():
+                    spent[(partition, bucket.decode(), period)] = float(used)
+    finally:
+        await redis.aclose()
+
+    def key(r: AnnotationRequest) -> tuple[str, tuple[str, ...], int, int, str]:
+        return (r.session_id, tuple(r.docs), r.judged, r.k, r.bucket)
+
+    assert sorted(map(key, requests)) == sorted(map(key, memory.requests))
+    spent_in_memory = {(p, bucket, period): used for p, s in enumerate(memory.state)
+                       for (bucket, period), used in s.budget.items()}
+    assert spent == spent_in_memory
+    for request in requests:  # only what had no grade: not its early labels, not its query's judgments
+        shown = truth[request.session_id]["docs"][:config.k[request.bucket]]
+        assert request.docs == [d for d in shown if d in request.docs] and request.judged + len(request.docs) == len(shown)
+    # a query judgment and an impression of its query in one batch: Redis also fans the judgment out to
+    # the session that already read it (harmless, counted as unchanged labels); every other counter agrees
+    assert {k: v for k, v in got.counters.items() if v and k[1] != "unchanged_labels"} == pytest.approx(
+        {k: v for k, v in expected.counters.items() if v and k[1] != "unchanged_labels"})
+    assert set(got.windows) == set(expected.windows)
+    for window, stats in expected.windows.items():
+        for name, value in stats.items():
+            assert got.windows[window].get(name, 0.0) == pytest.approx(value, abs=1e-9), (window, name)
+    impressions = sum(v for (g, n), v in expected.counters.items() if n == "impressions")
+    sampled = sum(v for (g, n), v in expected.counters.items() if n == "sampled")
+    requested = sum(v for (g, n), v in expected.counters.items() if n == "judgments_requested")
+    assert 0.2 * impressions < sampled < 0.8 * impressions  # the budget binds
+    assert requested == sum(len(r.docs) for r in requests) == sum(spent.values())
+    assert len(requests) < sampled  # fully judged sessions were scored without a request
+
+
+@pytest.mark.parametrize(("partitions", "batch"), [(1, 1), (3, 40)])
+async def test_shared_grades_in_redis_give_the_brute_force_numbers(redis_url: str, partitions: int,
+                                                                    batch: int) -> None:
+    """Grades reused across sessions of a query (the query's ``shared`` hash, merged by the Lua script,
+    refreshes fanned out to its sessions): the same numbers as in process and as the brute force, and
+    the same annotation requests; a redelivery changes nothing."""
+    config = SHARED_CONFIG
+    events, truth = shared_stream(21, sessions=160)
+    events = interleave(events, random.Random(8))
+    memory = in_process(events, config, partitions)
+    expected = memory.snapshot()
+
+    redis = Redis.from_url(redis_url)
+    try:
+        state = RedisState(redis, config, SEED_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        requests = await run_through_redis(state, events, partitions, redeliver=True, batch=batch)
+        got = await state.snapshot()
+        stored = {key.decode() for key in await redis.keys(f"{state.prefix}:*:shared")}
+    finally:
+        await redis.aclose()
+
+    assert len(stored) == len({s["query"] for s in truth.values() if s["own"]})  # one hash per graded query
+    want = brute_force(truth, config)
+    for group, totals in want.items():
+        stats = got.windows[("all", group)]
+        assert (stats.get("sessions", 0.0), stats.get("expired", 0.0)) == (totals["sessions"], totals["expired"])
+        assert stats.get("dcg", 0.0) == pytest.approx(totals["dcg"], abs=1e-9)
+        assert stats.get("ndcg", 0.0) == pytest.approx(totals["ndcg"], abs=1e-9)
+    for key, stats in expected.windows.items():  # join lag depends on when refreshes came (docs/metrics.md)
+        for name, value in stats.items():
+            if name != "join_lag":
+                assert got.windows[key].get(name, 0.0) == pytest.approx(value, abs=1e-9), (key, name)
+    # what each impression asked for depends on what was graded when it was processed, as in process
+    assert sorted((r.session_id, tuple(r.docs), r.judged) for r in requests) == sorted(
+        (r.session_id, tuple(r.docs), r.judged) for r in memory.requests)
+    # Redis may refresh a session twice (its re-read and a writer's fan-out both saw a change), and applies
+    # a batch's refreshes after the batch, so when a session was scored, re-scored or expired differs
+    ignored = {"unchanged_labels", "shared_before_session", "scored", "expired", "rescored", "corrections"}
+    assert {k: v for k, v in got.counters.items() if v and k[1] not in ignored} == pytest.approx(
+        {k: v for k, v in expected.counters.items() if v and k[1] not in ignored})

@@ -5,11 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from monitor.core.errors import MonitorError
 from monitor.core.events import BUCKETS
 
 DEFAULT_WINDOWS: Mapping[str, float] = {"15m": 900.0, "1h": 3600.0, "24h": 86400.0}
+BudgetUnit = Literal["sessions", "judgments"]
+BUDGET_UNITS: tuple[BudgetUnit, ...] = ("sessions", "judgments")
 
 
 class ConfigError(MonitorError):
@@ -40,6 +43,8 @@ class StreamConfig:
     budget_period: float = 3600.0        # annotation budget per bucket per this many seconds
     budget: Mapping[str, float] = field(default_factory=lambda: {"head": 2000.0, "torso": 2000.0,
                                                                  "tail": 2000.0})
+    budget_unit: BudgetUnit = "sessions"  # what ``budget`` counts: sampled sessions, or documents requested
+    share_session_grades: bool = True    # a session's grades are its query's too (reused by other sessions)
     frequency_window: float = 86400.0    # trailing window of the query-frequency estimate
     frequency_slices: int = 24
     head_min_frequency: float = 1000.0   # queries seen at least this often in the window are head
@@ -56,6 +61,12 @@ class StreamConfig:
             if not isinstance(k, int) or isinstance(k, bool):
                 raise ConfigError(f"k[{bucket}] must be an integer, got {k!r}")
         _per_bucket("budget", self.budget, 0)
+        if not isinstance(self.share_session_grades, bool):
+            raise ConfigError("share_session_grades must be true or false, "
+                              f"got {self.share_session_grades!r}")
+        if self.budget_unit not in BUDGET_UNITS:
+            raise ConfigError(f"budget_unit must be one of {', '.join(BUDGET_UNITS)}, "
+                              f"got {self.budget_unit!r}")
         positive = {"join_window": self.join_window, "state_ttl": self.state_ttl,
                     "budget_period": self.budget_period, "frequency_window": self.frequency_window,
                     "epoch": self.epoch, "history": self.history}

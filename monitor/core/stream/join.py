@@ -9,13 +9,21 @@ moment, restarted, same numbers" and "two workers, same numbers" hold.
 
 Per event:
 
-* impression: bucket (carried, or estimated from the sketch), sampling within the bucket's budget (or
-  always, when its query has query-level judgments), then a pending session with an annotation request,
-  or a scored one if early labels already cover its top k;
-* session annotation: merged into the session (later grade wins); a complete pending session is scored;
-  a scored one is re-scored; without a session yet, kept as early labels;
+* impression: bucket (carried, or estimated from the sketch), sampling within the bucket's budget (in
+  sessions, or in judgments: see :func:`_sampled`), then a pending session with an annotation request
+  for the top-k documents not judged yet, or a scored one if early or query-level labels already cover
+  its top k;
+* session annotation: merged into the session (later grade wins; the first grade of a requested
+  document counts as a judgment received); a complete pending session is scored; a scored one is
+  re-scored; without a session yet, kept as early labels;
 * query annotation: stored for future sessions of the query and fanned out (by the adapter) as session
   annotations to the sessions of that query still in the join;
+* shared grades (``StreamConfig.share_session_grades``, on by default): a sampled session's own grades
+  are also its query's, written to the query's shared grades (per document and grading session); a new
+  session of the query starts with them, and a change of what they take (:func:`shared_grades`: the first
+  grading session's grade, independent of arrival order) reaches the query's sessions still in the join
+  as a ``scope: "shared"`` refresh, on which a session takes the query's shared grades again from the
+  state;
 * after each event, sessions whose deadline passed the partition's watermark (max impression time) are
   closed: scored if their coverage reaches the minimum, else expired.
 """
@@ -36,11 +44,56 @@ from monitor.core.stream.stats import Stats, expired_stats, negated, session_sta
 from monitor.core.stream.windows import slice_index, window_slices
 
 Labels = dict[str, int]
+# a query's shared grades: document → grading session → (that session's impression time, grade level)
+SharedGrades = dict[str, dict[str, tuple[float, int]]]
+SHARED_KEEP = 2  # grading sessions kept per document: the two earliest (enough for every session's view)
 
+
+def _rank(origin: str, entry: tuple[float, int]) -> tuple[float, str]:
+    return entry[0], origin
+
+
+def shared_grades(entries: SharedGrades, exclude: str) -> Labels:
+    """The grades a session of the query takes from other sessions: per document, the grade of the
+    session with the earliest impression (ties: the smallest session id) among those that graded it,
+    ``exclude`` (the session itself, whose own grade wins anyway) left out. Each grading session's entry
+    is its current own grade (a correction replaces it), so the result depends on the sessions' final
+    grades, not on their arrival order; a later session's different grade does not replace the first one
+    for the others (a query-level judgment does).
+
+    >>> shared_grades({"d1": {"s1": (10.0, 3), "s2": (20.0, 1)}, "d2": {"s3": (5.0, 2)}}, exclude="s3")
+    {'d1': 3}
+    """
+    out: Labels = {}
+    for doc, origins in entries.items():
+        candidates = [(_rank(o, e), e[1]) for o, e in origins.items() if o != exclude]
+        if candidates:
+            out[doc] = min(candidates)[1]
+    return out
+
+
+def merge_shared(origins: dict[str, tuple[float, int]], origin: str, ts: float, level: int
+                 ) -> tuple[dict[str, tuple[float, int]], bool]:
+    """One grading session's grade of a document merged into the document's entries: the
+    :data:`SHARED_KEEP` earliest grading sessions are kept (no view ever needs a later one), and whether
+    ``origin`` is now the earliest (its grade is what the query's other sessions take, so they must be
+    told). The same rule runs in Redis (``SHARED_MERGE`` in :mod:`monitor.pipeline.redis_state`).
+
+    >>> merge_shared({"s1": (10.0, 3)}, "s0", 5.0, 1)
+    ({'s0': (5.0, 1), 's1': (10.0, 3)}, True)
+    >>> merge_shared({"s0": (5.0, 1), "s1": (10.0, 3)}, "s2", 7.0, 2)
+    ({'s0': (5.0, 1), 's2': (7.0, 2)}, False)
+    """
+    merged = {**origins, origin: (ts, level)}
+    kept = sorted(merged.items(), key=lambda item: _rank(*item))[:SHARED_KEEP]
+    return dict(kept), kept[0][0] == origin
 
 @dataclass(frozen=True)
 class AnnotationRequest:
-    """Ask annotators to grade a session's top k (published to the requests topic)."""
+    """Ask annotators to grade the documents of a session's top k that have no grade yet (published to
+    the requests topic). ``judged``: how many of its top k were already graded (by early session labels or
+    by the query's judgments), so ``judged + len(docs)`` is the number of documents it showed in its top
+    ``k``."""
 
     session_id: str
     query: str
@@ -49,6 +102,7 @@ class AnnotationRequest:
     variant: str
     k: int
     docs: list[str]
+    judged: int
     ts: float
 
 
@@ -60,8 +114,9 @@ class Loaded:
     record: SessionRecord | None = None
     early_labels: Labels = field(default_factory=dict)
     query_labels: Labels = field(default_factory=dict)
+    shared: SharedGrades = field(default_factory=dict)  # the query's shared grades (impressions, refreshes)
     sketch: list[dict[str, float]] = field(default_factory=list)
-    budget_used: dict[str, float] = field(default_factory=dict)  # bucket -> sampled this period
+    budget_used: dict[str, float] = field(default_factory=dict)  # bucket -> spent this period (budget_unit)
     due: list[SessionRecord] = field(default_factory=list)
 
 
@@ -78,8 +133,9 @@ class Transition:
     deltas: list[tuple[float, str, Stats]] = field(default_factory=list)  # (event ts, group, stats)
     counters: list[tuple[str, str, float]] = field(default_factory=list)  # (group or "", name, delta)
     sketch: list[tuple[int, str]] = field(default_factory=list)           # (slice, cell field) += 1
-    budget: tuple[str, int] | None = None                                 # (bucket, period) += 1
+    budget: tuple[str, int, float] | None = None                          # (bucket, period, amount) += amount
     query_labels: tuple[str, Labels] | None = None                        # (query key, labels) merged
+    shared: tuple[str, str, float, Labels] | None = None  # (query key, session, its ts, own grades changed)
     pending_queries: list[tuple[str, str]] = field(default_factory=list)  # (query key, session id)
     requests: list[AnnotationRequest] = field(default_factory=list)
     deploys: list[Deploy] = field(default_factory=list)
@@ -100,6 +156,13 @@ def fan_out_annotation(session_id: str, labels: Labels, scale: Scale) -> Annotat
     """A query-level judgment restated as a session annotation for one session of the query."""
     grades = tuple(Label(doc, scale.parse(level)) for doc, level in sorted(labels.items()))
     return Annotation(grades, session_id=session_id, from_query=True)
+
+
+def shared_refresh(session_id: str, key: str, labels: Labels, scale: Scale) -> Annotation:
+    """Tell one session of a query that the query's shared grades changed (``labels``: what changed, for
+    the record; the session reads the query's shared grades from the state when it processes this)."""
+    grades = tuple(Label(doc, scale.parse(level)) for doc, level in sorted(labels.items()))
+    return Annotation(grades, session_id=session_id, query_key=key)
 
 
 def frequency_cells(query: str, config: StreamConfig) -> list[Cell]:
@@ -147,6 +210,25 @@ def _take_back(record: SessionRecord, out: Transition) -> None:
         out.counters.append((record.group, "rescored", 1.0))
 
 
+def _sampled(bucket: str, loaded: Loaded, config: StreamConfig, partitions: int) -> bool:
+    """Whether an impression of ``bucket`` is sampled. The rule reads the bucket, the budget spent in the
+    current period and (in sessions mode) whether the query has query-level judgments; never the
+    session's ranker, variant or documents, so every arm is sampled at the same rate at any moment.
+
+    The bucket's budget per period is shared evenly between the partitions (each keeps its own count): a
+    session is sampled while the partition's spend is below its share. ``sessions``: the spend is the
+    number of sessions sampled, and sessions of a query with query-level judgments are always sampled,
+    outside the budget. ``judgments``: the spend is the number of documents requested (added once a
+    session is sampled, see :func:`_on_impression`), and no session bypasses the rule: a judged query's
+    session may still show unjudged documents, whose requests would escape the budget, and letting a
+    session in because its own documents are judged (it costs nothing) would favour the ranker that
+    shows judged documents."""
+    below = loaded.budget_used.get(bucket, 0.0) < config.budget[bucket] / partitions
+    if config.budget_unit == "judgments":
+        return below
+    return bool(loaded.query_labels) or below
+
+
 def _on_impression(event: Impression, loaded: Loaded, config: StreamConfig, scale: Scale,
                    partitions: int, out: Transition) -> None:
     if loaded.record is not None:
@@ -161,13 +243,9 @@ def _on_impression(event: Impression, loaded: Loaded, config: StreamConfig, scal
     group = f"{bucket}|{event.ranker}|{variant}"
     out.seen = (arm_of(variant), event.ranker, event.ts)
     out.counters.append((group, "impressions", 1.0))
-    share = config.budget[bucket] / partitions
-    sampled = bool(loaded.query_labels) or loaded.budget_used.get(bucket, 0.0) < share
-    if not sampled:
+    if not _sampled(bucket, loaded, config, partitions):
         out.drop_early_labels.append(event.session_id)
         return
-    if not loaded.query_labels:
-        out.budget = (bucket, budget_period(event.ts, config))
     k = config.k[bucket]
     top = event.results[:k]
     scores = [r.score for r in top]
@@ -177,22 +255,57 @@ def _on_impression(event: Impression, loaded: Loaded, config: StreamConfig, scal
         scores=None if any(s is None for s in scores) else [float(s or 0.0) for s in scores],
         deadline=event.ts + config.join_window, labels=dict(loaded.early_labels),
         query_labels=dict(loaded.query_labels))
+    if config.share_session_grades:
+        record.shared = shared_grades(loaded.shared, record.session_id)
+        if record.labels:  # its early labels are its query's grades too
+            out.shared = (record.query_key, record.session_id, record.ts, dict(record.labels))
+    missing = record.missing()
+    if missing:
+        wanted = set(missing)
+        record.requested = sum(1 << i for i, doc in enumerate(record.docs) if doc in wanted)
+        out.counters.append((group, "judgments_requested", float(len(missing))))
+    if config.budget_unit == "judgments":
+        if missing:  # its cost: the documents asked for
+            out.budget = (bucket, budget_period(event.ts, config), float(len(missing)))
+    elif not loaded.query_labels:
+        out.budget = (bucket, budget_period(event.ts, config), 1.0)
     out.counters.append((group, "sampled", 1.0))
+    out.counters.append((group, "judgments_top_k", float(len(record.docs))))  # what asking all would cost
     if loaded.early_labels:
         out.drop_early_labels.append(event.session_id)
     # every sampled session follows its query's judgments, so a later query-level correction reaches it
     out.pending_queries.append((record.query_key, record.session_id))
-    if record.complete():
+    if not missing:  # fully judged already: scored at once, nothing to ask
         _score(record, scale, out.watermark, out)
     else:
         out.deadlines[record.session_id] = record.deadline
-        out.requests.append(AnnotationRequest(event.session_id, event.query, bucket, event.ranker, variant,
-                                              k, record.docs, event.ts))
+        out.requests.append(AnnotationRequest(
+            session_id=event.session_id, query=event.query, bucket=bucket, ranker=event.ranker,
+            variant=variant, k=k, docs=missing, judged=len(record.docs) - len(missing), ts=event.ts))
     out.records.append(record)
+
+
+def _on_shared_refresh(event: Annotation, loaded: Loaded, scale: Scale, config: StreamConfig,
+                       out: Transition) -> None:
+    record = loaded.record
+    if record is None:  # gone from the join (or never sampled): nothing to refresh
+        out.counters.append(("", "shared_before_session", 1.0))
+        return
+    shared = shared_grades(loaded.shared, record.session_id) if config.share_session_grades else {}
+    if shared == record.shared:
+        out.counters.append((record.group, "unchanged_labels", float(len(event.labels))))
+        return
+    before = record.effective()
+    touched = set(shared) | set(record.shared)
+    record.shared = shared
+    _relabelled(record, before, touched, scale, config, out)
 
 
 def _on_session_labels(event: Annotation, loaded: Loaded, scale: Scale, config: StreamConfig,
                        out: Transition) -> None:
+    if event.from_shared:
+        _on_shared_refresh(event, loaded, scale, config, out)
+        return
     session_id = event.session_id or ""
     labels = {label.doc_id: label.grade.level for label in event.labels}
     record = loaded.record
@@ -205,6 +318,11 @@ def _on_session_labels(event: Annotation, loaded: Loaded, scale: Scale, config: 
         return
     before = record.effective()
     stored = record.query_labels if event.from_query else record.labels
+    if not event.from_query and record.requested:
+        asked = record.requested_docs()
+        received = sum(1 for d in labels if d in asked and d not in stored)
+        if received:
+            out.counters.append((record.group, "judgments_received", float(received)))
     merged = {**stored, **labels}
     if merged == stored:
         out.counters.append((record.group, "unchanged_labels", float(len(labels))))
@@ -213,12 +331,23 @@ def _on_session_labels(event: Annotation, loaded: Loaded, scale: Scale, config: 
         record.query_labels = merged
     else:
         record.labels = merged
+        if config.share_session_grades:
+            changed = {d: g for d, g in labels.items() if stored.get(d) != g}
+            out.shared = (record.query_key, session_id, record.ts, changed)
+    _relabelled(record, before, set(labels), scale, config, out)
+
+
+def _relabelled(record: SessionRecord, before: Labels, touched: set[str], scale: Scale, config: StreamConfig,
+                out: Transition) -> None:
+    """After a session's grades changed (``touched``: the documents that may have): count corrections,
+    re-score or close it as its status asks."""
+    session_id = record.session_id
     after = record.effective()
-    if after == before:  # a query's grade under the session's own: kept, changes nothing now
-        out.counters.append((record.group, "unchanged_labels", float(len(labels))))
+    if after == before:  # a grade under one that wins (own over query's over shared): changes nothing now
+        out.counters.append((record.group, "unchanged_labels", float(len(touched))))
         out.records.append(record)
         return
-    corrected = sum(1 for d in labels if d in before and after[d] != before[d])
+    corrected = sum(1 for d in touched if d in before and after.get(d) != before[d])
     if corrected:
         out.counters.append((record.group, "corrections", float(corrected)))
     if record.status == "scored" or (record.status == "pending" and record.complete()):

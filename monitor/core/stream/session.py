@@ -38,11 +38,15 @@ class SessionRecord:
     contribution: dict[str, float] | None = None
     scored_at: float | None = None
     query_labels: dict[str, int] = field(default_factory=dict)  # from the query's judgments
+    requested: int = 0  # bit i set: docs[i] was asked of annotators (unjudged when the session was sampled)
+    shared: dict[str, int] = field(default_factory=dict)  # other sessions' grades of its query's documents
 
     def effective(self) -> dict[str, int]:
-        """The grades the session is scored with: a session's own label wins over its query's, whatever
-        order they arrived in."""
-        return {**self.query_labels, **self.labels} if self.query_labels else self.labels
+        """The grades the session is scored with: its own label wins over its query's judgment, which
+        wins over another session's grade (shared through the query), whatever order they arrived in."""
+        if not self.query_labels and not self.shared:
+            return self.labels
+        return {**self.shared, **self.query_labels, **self.labels}
 
     @property
     def group(self) -> str:
@@ -55,6 +59,16 @@ class SessionRecord:
     def complete(self) -> bool:
         labels = self.effective()
         return all(d in labels for d in self.docs)
+
+    def missing(self) -> list[str]:
+        """The top-k documents without a grade yet (neither the session's own nor its query's)."""
+        labels = self.effective()
+        return [d for d in self.docs if d not in labels]
+
+    def requested_docs(self) -> set[str]:
+        """The documents the session's annotation request asked for."""
+        mask = self.requested
+        return {d for i, d in enumerate(self.docs) if mask >> i & 1} if mask else set()
 
     def to_json(self) -> str:
         # the fields one level deep (dataclasses.asdict deep-copies every list, ten times slower)

@@ -1,0 +1,277 @@
+"""Grades reused across sessions (issue 14, part 1): a sampled session's own grades are its query's too.
+
+A new session of the query starts with them (and asks annotators only for what is still missing), and a
+change reaches every session of the query still in the join. The final numbers must not depend on how
+the topics interleave, so the rule that picks a document's shared grade is a function of the final grades
+alone: the grade of the earliest session (impression time, then id) that graded it; a session's own grade
+wins over its query's judgment, which wins over a shared grade. Checked here against a brute-force
+recomputation over many interleavings and partition counts, and the option that keeps today's behaviour.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from monitor.core.events import Annotation, EventError, decode_event, encode_annotation
+from monitor.core.grades import SEED_SCALE
+from monitor.core.metrics import dcg, ndcg, pair_counts
+from monitor.core.stream.config import ConfigError, StreamConfig
+from monitor.core.stream.join import SHARED_KEEP, merge_shared, shared_grades, shared_refresh
+from monitor.core.stream.session import query_key
+from monitor.core.stream.stats import summarise
+from monitor.pipeline.memory import MemoryPipeline
+from monitor.worker.settings import SettingsError, load_settings
+from tests.unit.test_stream_core import impression, interleave, label, submit_all
+
+GAINS = [0.0, 0.3, 0.7, 1.0]
+UNLIMITED = {"head": 1e9, "torso": 1e9, "tail": 1e9}
+CONFIG = StreamConfig(join_window=300, min_coverage=0.6, windows={"all": 10.0**7}, slices_per_window=1,
+                      budget=UNLIMITED)
+
+Events = list[tuple[str, bytes, bytes]]
+
+
+def query_labels(query: str, grades: dict[str, int]) -> bytes:
+    return json.dumps({"type": "annotation", "query": query,
+                       "grades": [{"doc_id": d, "grade": g} for d, g in grades.items()]}).encode()
+
+
+def shared_stream(seed: int, sessions: int = 240, queries: int = 8) -> tuple[Events, dict[str, dict]]:
+    """Sessions of a few queries that show overlapping documents of each query's pool, graded by their
+    own annotators (who disagree: a document's grade differs between sessions), with corrections,
+    duplicates, sessions never graded, grades of documents a session did not show, and query-level
+    judgments (one corrected). Returns the events in stream order and the truth per session."""
+    rng = random.Random(seed)
+    events: Events = []
+    truth: dict[str, dict] = {}
+    query_final: dict[str, dict[str, int]] = {}
+    for i in range(sessions):
+        sid, q = f"s{i}", f"q{rng.randrange(queries)}"
+        bucket = {"q0": "head", "q1": "torso"}.get(q, "tail")
+        docs = rng.sample([f"{q}-d{j}" for j in range(30)], rng.randint(3, 25))
+        ts = 1000.0 + i * 5.0 + (rng.random() < 0.1) * 3.0  # some equal impression times: ties by id
+        variant = rng.choice(["control", "canary"])
+        events.append(("impressions", sid.encode(), impression(sid, ts, docs, bucket, query=q, variant=variant)))
+        own: dict[str, int] = {}
+        if rng.random() < 0.6:
+            for doc in docs:
+                if rng.random() < 0.8:
+                    level = rng.randint(0, 3)
+                    if rng.random() < 0.1:  # a wrong grade first, corrected later
+                        events.append(("annotations", sid.encode(), label(sid, doc, (level + 2) % 4)))
+                    events.append(("annotations", sid.encode(), label(sid, doc, level)))
+                    if rng.random() < 0.05:
+                        events.append(("annotations", sid.encode(), label(sid, doc, level)))
+                    own[doc] = level
+            if rng.random() < 0.2:  # a document of the query it did not show
+                extra = f"{q}-d{rng.randrange(30, 33)}"
+                events.append(("annotations", sid.encode(), label(sid, extra, 2)))
+                own[extra] = 2
+        if rng.random() < 0.02:
+            grades = {f"{q}-d{j}": rng.randint(0, 3) for j in rng.sample(range(30), 5)}
+            events.append(("annotations", q.encode(), query_labels(q, grades)))
+            query_final.setdefault(q, {}).update(grades)
+        truth[sid] = {"query": q, "bucket": bucket, "variant": variant, "docs": docs, "ts": ts, "own": own}
+    for sid in truth:
+        truth[sid]["query_grades"] = query_final.get(truth[sid]["query"], {})
+    return events, truth
+
+
+def brute_force(truth: dict[str, dict], config: StreamConfig) -> dict[str, dict[str, float]]:
+    """Per group, from each session's final grades: own, over the query's, over the earliest other
+    session's (when shared), scored with the metric functions directly."""
+    out: dict[str, dict[str, float]] = {}
+    for sid, s in truth.items():
+        reused: dict[str, int] = {}
+        if config.share_session_grades:
+            graders = sorted((o["ts"], other, o["own"]) for other, o in truth.items()
+                             if o["query"] == s["query"] and other != sid)
+            for _, _, own in reversed(graders):  # the earliest last, so it wins
+                reused.update(own)
+        labels = {**reused, **s["query_grades"], **s["own"]}
+        k = config.k[s["bucket"]]
+        top = s["docs"][:k]
+        group = out.setdefault(f"{s['bucket']}|r1|{s['variant']}",
+                               {"sessions": 0, "dcg": 0.0, "ndcg": 0.0, "pos": 0, "neg": 0, "expired": 0})
+        if sum(d in labels for d in top) / len(top) < config.min_coverage:
+            group["expired"] += 1
+            continue
+        judged = [d for d in top if d in labels]
+        counts = pair_counts([labels[d] for d in judged], [100.0 - top.index(d) for d in judged])
+        group["sessions"] += 1
+        group["dcg"] += dcg([GAINS[labels[d]] if d in labels else 0.0 for d in top], k)
+        group["ndcg"] += ndcg([GAINS[labels[d]] if d in labels else 0.0 for d in top],
+                              [GAINS[g] for g in labels.values()], k)
+        group["pos"] += counts.positive("seed")
+        group["neg"] += counts.discordant
+    return out
+
+
+def assert_equals_brute_force(pipeline: MemoryPipeline, expected: dict[str, dict[str, float]]) -> None:
+    got = pipeline.windows()
+    assert {g for (_, g) in got} == set(expected)
+    for group, want in expected.items():
+        summary = summarise(got[("all", group)])
+        assert (summary.sessions, summary.expired) == (want["sessions"], want["expired"]), group
+        if want["sessions"]:
+            assert summary.dcg == pytest.approx(want["dcg"] / want["sessions"], abs=1e-9)
+            assert summary.ndcg == pytest.approx(want["ndcg"] / want["sessions"], abs=1e-9)
+            assert (summary.pairs.positive("seed"), summary.pairs.discordant) == (want["pos"], want["neg"])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_shared_grades_give_the_brute_force_numbers_in_any_interleaving(seed: int) -> None:
+    events, truth = shared_stream(seed)
+    expected = brute_force(truth, CONFIG)
+    # the test means something: sharing changes the numbers and saves requests
+    assert expected != brute_force(truth, dataclasses.replace(CONFIG, share_session_grades=False))
+    requested = []
+    for order in range(4):
+        shuffled = interleave(events, random.Random(100 * seed + order)) if order else list(events)
+        pipeline = MemoryPipeline(CONFIG, SEED_SCALE, partitions=1 + order % 3)
+        submit_all(pipeline, shuffled)
+        assert_equals_brute_force(pipeline, expected)
+        requested.append(sum(v for (_, name), v in pipeline.counters.items() if name == "judgments_requested"))
+    alone = MemoryPipeline(dataclasses.replace(CONFIG, share_session_grades=False), SEED_SCALE)
+    submit_all(alone, events)
+    asked_alone = sum(v for (_, name), v in alone.counters.items() if name == "judgments_requested")
+    assert requested[0] < 0.6 * asked_alone  # in stream order, most of a query's documents were graded
+
+
+def test_without_sharing_session_grades_stay_with_their_session() -> None:
+    config = dataclasses.replace(CONFIG, share_session_grades=False)
+    events, truth = shared_stream(7)
+    for order in range(2):
+        pipeline = MemoryPipeline(config, SEED_SCALE, partitions=1 + order)
+        submit_all(pipeline, interleave(events, random.Random(order)) if order else events)
+        assert_equals_brute_force(pipeline, brute_force(truth, config))
+        assert pipeline.shared == {}
+
+
+def test_a_new_session_starts_with_its_querys_grades_and_asks_only_for_the_rest() -> None:
+    pipeline = MemoryPipeline(StreamConfig(k={"head": 40, "torso": 20, "tail": 3}, budget=UNLIMITED), SEED_SCALE)
+    submit_all(pipeline, [
+        ("impressions", b"s1", impression("s1", 1000, ["a", "b", "c"], query="q")),
+        ("annotations", b"s1", label("s1", "a", 3)),
+        ("annotations", b"s1", label("s1", "b", 1)),
+        ("impressions", b"s2", impression("s2", 1010, ["b", "a", "d"], query="q")),   # a, b judged already
+        ("impressions", b"s3", impression("s3", 1020, ["a", "b"], query="q")),        # all judged: no request
+        ("impressions", b"s4", impression("s4", 1030, ["a", "b"], query="other")),   # another query
+    ])
+    requests = {r.session_id: (r.docs, r.judged) for r in pipeline.requests}
+    assert requests == {"s1": (["a", "b", "c"], 0), "s2": (["d"], 2), "s4": (["a", "b"], 0)}
+    record = pipeline.state[0].records["s3"]
+    assert record.status == "scored" and record.shared == {"a": 3, "b": 1} and record.labels == {}
+    assert summarise(pipeline.windows()[("1h", "tail|r1|control")]).sessions >= 1
+
+
+def test_a_correction_by_the_first_grader_reaches_a_session_already_scored() -> None:
+    pipeline = MemoryPipeline(StreamConfig(join_window=100, min_coverage=0.5, budget=UNLIMITED), SEED_SCALE)
+    submit_all(pipeline, [
+        ("impressions", b"s1", impression("s1", 1000, ["a"], query="q")),
+        ("annotations", b"s1", label("s1", "a", 3)),
+        ("impressions", b"s2", impression("s2", 1010, ["a"], query="q")),  # scored at once with s1's 高
+        ("annotations", b"s1", label("s1", "a", 1)),                      # s1 corrects it: s2 follows
+    ])
+    records = {sid: r for state in pipeline.state for sid, r in state.records.items()}
+    assert records["s2"].effective() == {"a": 1} and records["s2"].status == "scored"
+    summary = summarise(pipeline.windows()[("1h", "tail|r1|control")])
+    assert summary.sessions == 2 and summary.dcg == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("order", ["earliest first", "latest first"])
+def test_the_earliest_graders_grade_wins_whatever_order_the_grades_come_in(order: str) -> None:
+    """s1 (shown first) grades a 高, s2 grades it 无: s3 takes 高 either way; each keeps its own."""
+    grades = [("annotations", b"s1", label("s1", "a", 3)), ("annotations", b"s2", label("s2", "a", 0))]
+    pipeline = MemoryPipeline(StreamConfig(join_window=100, min_coverage=0.5, budget=UNLIMITED), SEED_SCALE,
+                              partitions=3)
+    submit_all(pipeline, [
+        ("impressions", b"s3", impression("s3", 1020, ["a"], query="q")),
+        ("impressions", b"s2", impression("s2", 1010, ["a"], query="q")),
+        ("impressions", b"s1", impression("s1", 1000, ["a"], query="q")),
+        *(grades if order == "earliest first" else grades[::-1]),
+    ])
+    records = {sid: r for state in pipeline.state for sid, r in state.records.items()}
+    assert {sid: r.effective() for sid, r in records.items()} == {"s1": {"a": 3}, "s2": {"a": 0}, "s3": {"a": 3}}
+
+
+def test_own_grade_over_query_judgment_over_shared_grade() -> None:
+    pipeline = MemoryPipeline(StreamConfig(join_window=100, min_coverage=0.5, budget=UNLIMITED), SEED_SCALE)
+    submit_all(pipeline, [
+        ("impressions", b"s1", impression("s1", 1000, ["a", "b", "c"], query="q")),
+        ("annotations", b"s1", label("s1", "a", 0)),
+        ("annotations", b"s1", label("s1", "b", 0)),
+        ("annotations", b"s1", label("s1", "c", 0)),
+        ("annotations", b"q", query_labels("q", {"b": 2})),
+        ("impressions", b"s2", impression("s2", 1010, ["a", "b", "c"], query="q")),
+        ("annotations", b"s2", label("s2", "c", 3)),
+    ])
+    records = {sid: r for state in pipeline.state for sid, r in state.records.items()}
+    assert records["s2"].effective() == {"a": 0, "b": 2, "c": 3}
+    assert records["s1"].effective() == {"a": 0, "b": 0, "c": 0}  # its own, over the query's b
+
+
+def test_merge_keeps_the_earliest_graders_only_and_every_view_stays_exact() -> None:
+    rng = random.Random(3)
+    for _ in range(200):
+        writes = [(f"s{rng.randrange(8)}", float(rng.randrange(5)), rng.randint(0, 3)) for _ in range(12)]
+        full: dict[str, tuple[float, int]] = {}
+        kept: dict[str, tuple[float, int]] = {}
+        for origin, ts, level in writes:
+            ts = {o: t for o, (t, _) in full.items()}.get(origin, ts)  # a session's time never changes
+            full[origin] = (ts, level)
+            kept, _ = merge_shared(kept, origin, ts, level)
+            assert len(kept) <= SHARED_KEEP
+            for viewer in [f"s{i}" for i in range(9)]:
+                assert shared_grades({"d": kept}, viewer) == shared_grades({"d": full}, viewer), viewer
+
+
+def test_shared_refresh_round_trips_and_a_bad_one_is_a_dead_letter() -> None:
+    key = query_key("蓝牙耳机")
+    refresh = shared_refresh("s-1", key, {"d-2": 1}, SEED_SCALE)
+    raw = encode_annotation(refresh)
+    assert json.loads(raw)["scope"] == "shared" and json.loads(raw)["query_key"] == key
+    decoded = decode_event(raw, SEED_SCALE)
+    assert isinstance(decoded, Annotation) and decoded == refresh and decoded.from_shared
+    for bad, field in ((dict(json.loads(raw), query_key="nope"), "query_key"),
+                       ({k: v for k, v in json.loads(raw).items() if k != "query_key"}, "query_key"),
+                       ({k: v for k, v in json.loads(raw).items() if k != "session_id"} | {"query": "q"}, "scope")):
+        with pytest.raises(EventError) as error:
+            decode_event(json.dumps(bad).encode(), SEED_SCALE)
+        assert error.value.field == field
+
+
+def test_share_session_grades_is_validated() -> None:
+    with pytest.raises(ConfigError, match="share_session_grades"):
+        StreamConfig(share_session_grades="yes")  # type: ignore[arg-type]
+    assert StreamConfig().share_session_grades is True
+
+
+def test_shared_grades_are_forgotten_after_state_ttl() -> None:
+    config = StreamConfig(join_window=100, state_ttl=1000, min_coverage=0.5, budget=UNLIMITED)
+    pipeline = MemoryPipeline(config, SEED_SCALE, prune_every=1)
+    submit_all(pipeline, [
+        ("impressions", b"s1", impression("s1", 1000, ["a"], query="q")),
+        ("annotations", b"s1", label("s1", "a", 3)),
+    ])
+    assert pipeline.shared
+    for i in range(3):
+        pipeline.submit("impressions", f"t{i}".encode(), impression(f"t{i}", 3000.0 + i, ["z"], query="other"))
+    assert query_key("q") not in pipeline.shared
+    pipeline.submit("impressions", b"s5", impression("s5", 3100, ["a"], query="q"))
+    assert [r.docs for r in pipeline.requests if r.session_id == "s5"] == [["a"]]  # asked again
+
+
+def test_the_worker_reads_share_session_grades_from_the_stream_table(tmp_path: Path) -> None:
+    path = tmp_path / "monitor.toml"
+    path.write_text("[stream]\nshare_session_grades = false\n")
+    assert load_settings({}, path).stream.share_session_grades is False
+    assert load_settings({}).stream.share_session_grades is True
+    path.write_text('[stream]\nshare_session_grades = "no"\n')
+    with pytest.raises(SettingsError, match="share_session_grades must be true or false"):
+        load_settings({}, path)
