@@ -58,6 +58,31 @@ retrievable documents and noise)
 so the candidate's expected mean DCG@k is exactly (1 − d) · m_h in every hour: the same relative drop at
 any time of day.
 
+**Which documents.** :attr:`Outcomes.docs` keeps the shown documents of every precomputed session (per
+variant, query, outcome and rank: the index of the document in its query's list, −1 for an empty slot;
+int16), so a benchmark can tell which (query, document) pairs a session needs judged
+(``benchmarks/judgments.py``).
+
+**Documents only the candidate shows** (``new_share`` > 0; off by default). Every query also gets
+``new_docs`` documents that only the candidate's ranker retrieves (indices ``pool`` … ``pool + new_docs −
+1`` of :attr:`World.levels`), graded like the query's pool but with the relevance logit shifted by
+``new_logit_shift`` (< 0: worse than the pool), and scored like pool documents plus ``new_boost`` (the
+candidate's ranker likes what it retrieved: they are not all pushed to the bottom of its list). Two more
+variants are precomputed, the candidate ranker's sessions, healthy (:data:`NEW`) and broken
+(:data:`NEW_BROKEN`): in a session whose healthy list would fill f slots, the candidate shows its best
+f − r pool documents and its best r = round(``new_share`` · f) new ones (all retrievable), merged by score:
+exactly that share of its shown documents the baseline never shows. With the defaults (shift −1, boost 1)
+and ``new_share`` 0.3 the new documents alone lower the candidate's mean DCG@k by 2.3–2.8%.
+``draw(..., new=True)``: a candidate session is the candidate ranker's, broken with the
+probability
+
+    q_h = (mn_h − (1 − d) · m_h) / (mn_h − mnb_h)    (mn_h, mnb_h: the means of NEW and NEW_BROKEN)
+
+so its expected mean is again exactly (1 − d) · m_h in every hour (which needs (1 − d) · m_h between
+mnb_h and mn_h: the new documents alone may not lower the mean by more than d). These variants draw from
+their own random stream, so the healthy and broken outcomes (and everything drawn from them) are the same
+with or without them.
+
 Pure numpy; no clock, no I/O. The defaults (:data:`DEFAULT_SETTINGS`) give per-session DCG@k a
 coefficient of variation near 1.2, 20–26% sessions with DCG 0 and 60–65% of its variance explained by
 the query (the traffic-weighted variance of the queries' means over the total): most of the spread of a
@@ -87,9 +112,10 @@ from monitor.sim.relevance import LEVEL_GAINS
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+DocArray = npt.NDArray[np.int16]
 
 HOURS = 24
-HEALTHY, BROKEN = 0, 1
+HEALTHY, BROKEN, NEW, NEW_BROKEN = 0, 1, 2, 3  # NEW, NEW_BROKEN: only with ``new_share`` > 0
 _GAINS = np.asarray(LEVEL_GAINS, dtype=np.float64)
 _RELEVANT_MIX = np.array([0.5, 0.3, 0.2])
 _CHUNK = 1_000_000  # documents × sessions per vectorised block (memory bound)
@@ -129,15 +155,28 @@ class WorldSettings:
     noise: float = 1.5
     night_dip: float = 0.0
     dip_hour: float = 3.0
+    new_share: float = 0.0
+    new_docs: int = 0
+    new_logit_shift: float = -1.0
+    new_boost: float = 1.0
+
+    @property
+    def new_count(self) -> int:
+        """Documents per query only the candidate retrieves (``new_docs``, or by default enough for its
+        share of a full list and at least ``new_share`` · ``pool``); 0 without them."""
+        if self.new_share == 0:
+            return 0
+        return self.new_docs or max(math.ceil(self.new_share * self.pool), math.ceil(self.new_share * self.k))
 
     def __post_init__(self) -> None:
         _integer(self, "k", 1)
         _integer(self, "queries", 1)
         _integer(self, "outcomes", 1)
         _integer(self, "pool", 1)
+        _integer(self, "new_docs", 0)
         for name in ("zipf", "relevant_logit", "difficulty_sd", "grade_tilt", "available",
-                     "available_spread", "weight",
-                     "doc_noise", "noise", "night_dip", "dip_hour"):
+                     "available_spread", "weight", "doc_noise", "noise", "night_dip", "dip_hour", "new_share",
+                     "new_logit_shift", "new_boost"):
             _number(self, name)
         if self.zipf < 0:
             raise ValueError(f"zipf: must be ≥ 0, got {self.zipf!r}")
@@ -152,6 +191,14 @@ class WorldSettings:
             raise ValueError(f"night_dip: must be in [0, 0.5), got {self.night_dip!r}")
         if not 0.0 <= self.dip_hour < HOURS:
             raise ValueError(f"dip_hour: must be in [0, 24), got {self.dip_hour!r}")
+        if not 0.0 <= self.new_share < 1.0:
+            raise ValueError(f"new_share: must be in [0, 1), got {self.new_share!r}")
+        if self.new_share > 0 and self.new_docs and self.new_docs < math.ceil(self.new_share * self.k):
+            raise ValueError(f"new_docs: must hold the candidate's share of a full list "
+                             f"({math.ceil(self.new_share * self.k)}), got {self.new_docs!r}")
+        if self.pool + self.new_count > np.iinfo(np.int16).max:
+            raise ValueError(f"pool: at most {np.iinfo(np.int16).max} documents per query with the new ones, "
+                             f"got {self.pool + self.new_count}")
 
 
 DEFAULT_SETTINGS: dict[str, WorldSettings] = {
@@ -165,11 +212,14 @@ DEFAULT_SETTINGS: dict[str, WorldSettings] = {
 
 @dataclass(frozen=True)
 class Outcomes:
-    """Per variant (healthy, broken), query and outcome index: DCG@k, P and N (shape (2, queries, M))."""
+    """Per variant (healthy, broken; with new documents also NEW, NEW_BROKEN), query and outcome index:
+    DCG@k, P and N (shape (variants, queries, M)), and the shown documents (shape (variants, queries, M,
+    k): per rank the document's index in its query's list, −1 for an empty slot)."""
 
     dcg: FloatArray
     pos: FloatArray
     neg: FloatArray
+    docs: DocArray
 
 
 @dataclass(frozen=True)
@@ -200,9 +250,10 @@ class WorldSummary:
 
 
 def _ranked(levels: IntArray, effects: FloatArray, sign: float, settings: WorldSettings,
-            rng: np.random.Generator, sessions: int) -> tuple[IntArray, FloatArray, BoolArray]:
+            rng: np.random.Generator, sessions: int) -> tuple[IntArray, FloatArray, BoolArray, IntArray]:
     """``sessions`` rankings of one query's pool per row of ``levels`` (queries, pool): shown grades,
-    scores and which of the k slots hold a document (shape (queries, sessions, k))."""
+    scores, which of the k slots hold a document and the documents' indices in the pool (shape (queries,
+    sessions, min(k, pool)))."""
     q, size = levels.shape
     base = sign * settings.weight * levels + effects  # float64: no two documents tie in score
     noise = rng.standard_normal((q, sessions, size), dtype=np.float32)
@@ -221,7 +272,39 @@ def _ranked(levels: IntArray, effects: FloatArray, sign: float, settings: WorldS
     shown_scores = np.take_along_axis(scores, order, axis=2)
     shown = np.take_along_axis(np.broadcast_to(levels[:, None, :], scores.shape), order, axis=2)
     filled = np.isfinite(shown_scores)
-    return np.where(filled, shown, 0).astype(np.int64), np.where(filled, shown_scores, 0.0), filled
+    return (np.where(filled, shown, 0).astype(np.int64), np.where(filled, shown_scores, 0.0), filled,
+            order.astype(np.int64))
+
+
+def _with_new(levels: IntArray, effects: FloatArray, sign: float, settings: WorldSettings,
+              rng: np.random.Generator, sessions: int) -> tuple[IntArray, FloatArray, BoolArray, IntArray]:
+    """The candidate ranker's sessions (module docstring): ``levels`` and ``effects`` hold the pool then
+    the new documents (queries, pool + new). Its best f − r pool documents (f: the slots the pool fills,
+    r = round(``new_share`` · f)) and its best r new ones, merged by score; as :func:`_ranked`."""
+    size = settings.pool
+    shown, scores, filled, order = _ranked(levels[:, :size], effects[:, :size], sign, settings, rng, sessions)
+    q, extra = levels.shape[0], levels.shape[1] - size
+    f = filled.sum(axis=2, keepdims=True)
+    r = np.rint(settings.new_share * f).astype(np.int64)
+    base = sign * settings.weight * levels[:, size:] + effects[:, size:] + settings.new_boost
+    z = base[:, None, :] + settings.noise * rng.standard_normal((q, sessions, extra))
+    top = min(extra, math.ceil(settings.new_share * settings.k))
+    new_order = np.argsort(-z, axis=2, kind="stable")[:, :, :top]
+    new_scores = np.take_along_axis(z, new_order, axis=2)
+    rank = np.arange(shown.shape[2])
+    keep_pool = filled & (rank[None, None, :] < f - r)
+    keep_new = np.arange(top)[None, None, :] < r
+    all_scores = np.concatenate([np.where(keep_pool, scores, -np.inf),
+                                 np.where(keep_new, new_scores, -np.inf)], axis=2)
+    all_docs = np.concatenate([order, new_order + size], axis=2)
+    merged = np.argsort(-all_scores, axis=2, kind="stable")[:, :, :shown.shape[2]]
+    merged_scores = np.take_along_axis(all_scores, merged, axis=2)
+    docs = np.take_along_axis(all_docs, merged, axis=2)
+    out_filled = np.isfinite(merged_scores)
+    out_levels = np.take_along_axis(np.broadcast_to(levels[:, None, :], (q, sessions, levels.shape[1])), docs,
+                                    axis=2)
+    return (np.where(out_filled, out_levels, 0).astype(np.int64), np.where(out_filled, merged_scores, 0.0),
+            out_filled, docs)
 
 
 def _measures(shown: IntArray, filled: BoolArray) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -289,8 +372,8 @@ class World:
     bucket: str
     settings: WorldSettings
     shares: FloatArray  # p_q, the untilted traffic share of each query
-    levels: IntArray  # (queries, pool) grades of every query's documents
-    effects: FloatArray  # (queries, pool) their doc effects
+    levels: IntArray  # (queries, pool + new) grades of every query's documents (the pool's, then the new)
+    effects: FloatArray  # (queries, pool + new) their doc effects
     outcomes: Outcomes
     expected: FloatArray  # (2, queries): each query's mean DCG@k per variant
     hourly_shares: FloatArray  # (24, queries): p_q(h)
@@ -318,17 +401,37 @@ class World:
         levels = (u[:, :, None] >= cdf[:, None, :3]).sum(axis=2).astype(np.int64)
         effects = rng.normal(0.0, s.doc_noise, (s.queries, s.pool))
         block = max(1, _CHUNK // (s.outcomes * s.pool))
-        arrays = [np.empty((2, s.queries, s.outcomes)) for _ in range(3)]
+        variants = 4 if s.new_count else 2
+        arrays = [np.empty((variants, s.queries, s.outcomes)) for _ in range(3)]
+        docs = np.full((variants, s.queries, s.outcomes, s.k), -1, dtype=np.int16)
         for variant, sign in ((HEALTHY, 1.0), (BROKEN, -1.0)):
             for start in range(0, s.queries, block):
                 part = slice(start, start + block)
-                shown, _, filled = _ranked(levels[part], effects[part], sign, s, rng, s.outcomes)
+                shown, _, filled, order = _ranked(levels[part], effects[part], sign, s, rng, s.outcomes)
                 for target, values in zip(arrays, _measures(shown, filled), strict=True):
                     target[variant, part] = values
-        outcomes = Outcomes(*arrays)
+                docs[variant, part, :, :order.shape[2]] = np.where(filled, order, -1)
+        if s.new_count:  # their own random stream: the variants above are the same with or without them
+            new_rng = np.random.default_rng([seed, 1])
+            relevant = 1.0 / (1.0 + np.exp(-(s.relevant_logit + s.new_logit_shift - s.difficulty_sd * z)))
+            probabilities = np.concatenate([(1 - relevant)[:, None], relevant[:, None] * mix], axis=1)
+            cdf = np.cumsum(probabilities, axis=1)
+            u = new_rng.random((s.queries, s.new_count))
+            levels = np.concatenate([levels, (u[:, :, None] >= cdf[:, None, :3]).sum(axis=2)], axis=1)
+            effects = np.concatenate([effects, new_rng.normal(0.0, s.doc_noise, (s.queries, s.new_count))],
+                                     axis=1)
+            for variant, sign in ((NEW, 1.0), (NEW_BROKEN, -1.0)):
+                for start in range(0, s.queries, block):
+                    part = slice(start, start + block)
+                    shown, _, filled, order = _with_new(levels[part], effects[part], sign, s, new_rng,
+                                                        s.outcomes)
+                    for target, values in zip(arrays, _measures(shown, filled), strict=True):
+                        target[variant, part] = values
+                    docs[variant, part, :, :order.shape[2]] = np.where(filled, order, -1)
+        outcomes = Outcomes(arrays[0], arrays[1], arrays[2], docs)
         world = cls(bucket, s, _shares(s), levels, effects, outcomes, outcomes.dcg.mean(axis=2),
                     np.empty((HOURS, s.queries)), np.empty((HOURS, s.queries)),
-                    np.empty((HOURS, 1), dtype=np.int64), np.zeros(HOURS), np.empty((2, HOURS)))
+                    np.empty((HOURS, 1), dtype=np.int64), np.zeros(HOURS), np.empty((variants, HOURS)))
         world = world.with_night_dip(s.night_dip)
         world.check_against_core(np.random.default_rng(seed + 1))
         return world
@@ -363,45 +466,83 @@ class World:
         out: FloatArray = self.hourly_expected[variant]
         return out
 
-    def broken_share(self, drop: float) -> FloatArray:
+    def broken_share(self, drop: float, new: bool = False) -> FloatArray:
         """Per hour of day, the share q_h of broken candidate sessions that lowers the candidate's mean by
-        exactly ``drop`` (relative) in that hour."""
+        exactly ``drop`` (relative) in that hour; ``new``: of the candidate ranker that shows new documents
+        (NEW_BROKEN among NEW, module docstring)."""
         if not 0.0 <= drop < 1.0:
             raise ValueError(f"drop: must be in [0, 1), got {drop!r}")
-        healthy, broken = self.hourly_means(HEALTHY), self.hourly_means(BROKEN)
-        q: FloatArray = drop * healthy / (healthy - broken)
+        healthy = self.hourly_means(HEALTHY)
+        if not new:
+            broken = self.hourly_means(BROKEN)
+            q: FloatArray = drop * healthy / (healthy - broken)
+            if (q > 1.0).any():
+                raise ValueError(f"drop: even an all-broken candidate cannot lower the mean by {drop:.0%}")
+            return q
+        if not self.settings.new_count:
+            raise ValueError("new: this world has no new documents (new_share = 0)")
+        fresh, fresh_broken = self.hourly_means(NEW), self.hourly_means(NEW_BROKEN)
+        q = (fresh - (1.0 - drop) * healthy) / (fresh - fresh_broken)
+        if (q < 0.0).any():
+            alone = float((1.0 - fresh / healthy).max())
+            raise ValueError(f"drop: the new documents alone lower the mean by up to {alone:.1%} "
+                             f"(more than {drop:.0%})")
         if (q > 1.0).any():
             raise ValueError(f"drop: even an all-broken candidate cannot lower the mean by {drop:.0%}")
         return q
 
+    def new_document_share(self) -> float:
+        """The traffic-weighted share of the candidate ranker's shown documents (NEW, a day's mix) that the
+        baseline never shows (0 without new documents)."""
+        if not self.settings.new_count:
+            return 0.0
+        docs = self.outcomes.docs[NEW]
+        shown = (docs >= 0).sum(axis=2)
+        fresh = (docs >= self.settings.pool).sum(axis=2)
+        p = self.hourly_shares.mean(axis=0)
+        return float(p @ fresh.mean(axis=1)) / float(p @ shown.mean(axis=1))
+
     def sample(self, rng: np.random.Generator, hours: npt.ArrayLike, candidate: npt.ArrayLike,
-               drop: float = 0.0) -> tuple[IntArray, IntArray]:
+               drop: float = 0.0, new: bool = False) -> tuple[IntArray, IntArray]:
         """Which precomputed session each simulated session is: (flat index into the (variant, query,
         outcome) arrays of :attr:`outcomes`, query index), one per element of ``hours`` (hour of day in
         [0, 24); its floor picks the hourly mix). Where ``candidate`` is true the session is the broken
-        ranker's with the probability q_h that lowers the candidate's mean by ``drop`` in its hour."""
+        ranker's with the probability q_h that lowers the candidate's mean by ``drop`` in its hour; with
+        ``new``, the candidate ranker's that shows new documents (NEW, or NEW_BROKEN with the probability
+        of :meth:`broken_share` for ``new``). Without ``new`` the random numbers drawn are the same as
+        before new documents existed."""
         hour = np.floor(np.asarray(hours, dtype=np.float64)).astype(np.int64) % HOURS
         cand = np.broadcast_to(np.asarray(candidate, dtype=bool), hour.shape)
         query = self.queries_at(rng, hour)
         m = self.settings.outcomes
+        size = self.settings.queries * m
         flat = query * m + rng.integers(0, m, hour.shape)
-        if drop > 0.0:
+        if new:
+            q = self.broken_share(drop, new=True)
+            flat += cand * (NEW * size) + (cand & (rng.random(hour.shape) < q[hour])) * size
+        elif drop > 0.0:
             q = self.broken_share(drop)
-            flat += (cand & (rng.random(hour.shape) < q[hour])) * (self.settings.queries * m)
+            flat += (cand & (rng.random(hour.shape) < q[hour])) * size
         return flat, query
 
     def draw(self, rng: np.random.Generator, hours: npt.ArrayLike, candidate: npt.ArrayLike,
-             drop: float = 0.0) -> tuple[FloatArray, FloatArray, FloatArray, IntArray]:
+             drop: float = 0.0, new: bool = False) -> tuple[FloatArray, FloatArray, FloatArray, IntArray]:
         """One session per element of ``hours`` (:meth:`sample`): (DCG@k, P, N, query index)."""
-        flat, query = self.sample(rng, hours, candidate, drop)
+        flat, query = self.sample(rng, hours, candidate, drop, new)
         o = self.outcomes
         return o.dcg.ravel()[flat], o.pos.ravel()[flat], o.neg.ravel()[flat], query
 
     def draw_dcg(self, rng: np.random.Generator, hours: npt.ArrayLike, candidate: npt.ArrayLike,
-                 drop: float = 0.0) -> FloatArray:
+                 drop: float = 0.0, new: bool = False) -> FloatArray:
         """DCG@k only (the fast path of :meth:`draw`, same random numbers)."""
-        flat, _ = self.sample(rng, hours, candidate, drop)
+        flat, _ = self.sample(rng, hours, candidate, drop, new)
         out: FloatArray = self.outcomes.dcg.ravel()[flat]
+        return out
+
+    def shown_docs(self, flat: npt.ArrayLike) -> DocArray:
+        """The shown documents (index in the query's list, −1 for an empty slot; shape (..., k)) of the
+        sessions :meth:`sample` returned."""
+        out: DocArray = self.outcomes.docs.reshape(-1, self.settings.k)[np.asarray(flat)]
         return out
 
     def queries_at(self, rng: np.random.Generator, hour: IntArray) -> IntArray:
@@ -445,10 +586,20 @@ class World:
         :func:`~monitor.core.metrics.pairs.pair_counts` and compare them with the vectorised measures
         (raises AssertionError on a difference)."""
         s = self.settings
-        for _ in range(sessions):
+        for i in range(sessions):
             q = int(rng.integers(0, s.queries))
             sign = 1.0 if rng.random() < 0.5 else -1.0
-            shown, scores, filled = _ranked(self.levels[q:q + 1], self.effects[q:q + 1], sign, s, rng, 1)
+            if s.new_count and i % 2:  # the candidate ranker with new documents (own random numbers)
+                shown, scores, filled, docs = _with_new(self.levels[q:q + 1], self.effects[q:q + 1], sign, s,
+                                                        np.random.default_rng([i, q]), 1)
+                share = (docs[0, 0][filled[0, 0]] >= s.pool).sum()
+                if share != round(s.new_share * filled.sum()):
+                    raise AssertionError(f"{self.bucket}: {share} new documents in a list of {filled.sum()}")
+            else:
+                shown, scores, filled, docs = _ranked(self.levels[q:q + 1, :s.pool],
+                                                      self.effects[q:q + 1, :s.pool], sign, s, rng, 1)
+            if not (self.levels[q][docs[0, 0][filled[0, 0]]] == shown[0, 0][filled[0, 0]]).all():
+                raise AssertionError(f"{self.bucket}: shown documents and grades disagree (query {q})")
             dcg, pos, neg = _measures(shown, filled)
             row, score_row = shown[0, 0][filled[0, 0]], scores[0, 0][filled[0, 0]]
             counts = pair_counts(row, score_row)

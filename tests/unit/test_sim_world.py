@@ -1,7 +1,8 @@
 """The realistic simulated world (monitor/sim/world.py): its per-session DCG looks like real search traffic
 (the query explains most but not all of the variance, many zeros, cv above 1), its sessions are scored as
 monitor.core scores them, the night dip is the one asked for, and a candidate's drop is exact in every
-hour.
+hour; every session keeps its shown documents, and the option of documents only the candidate shows
+keeps the other sessions as they were and its drop exact.
 
 The worlds here are the default settings with fewer precomputed outcomes (head) or queries (tail), to
 stay fast; the benchmark prints the statistics of the full defaults."""
@@ -19,6 +20,8 @@ from monitor.sim.world import (
     DEFAULT_SETTINGS,
     HEALTHY,
     HOURS,
+    NEW,
+    NEW_BROKEN,
     World,
     WorldSettings,
     summarize_sample,
@@ -109,3 +112,109 @@ def test_settings_are_validated() -> None:
             WorldSettings(**{field: value})
     with pytest.raises(ValueError, match=r"^drop:"):
         World.build("tail", 0, WorldSettings(queries=50, outcomes=2, pool=30)).broken_share(1.0)
+
+
+# -- shown documents and documents only the candidate shows ---------------------------------------------
+NEW_SETTINGS = replace(DEFAULT_SETTINGS["head"], queries=300, outcomes=16, new_share=0.3)
+
+
+@pytest.fixture(scope="module")
+def overlap() -> World:
+    return World.build("head", seed=5, settings=NEW_SETTINGS).with_night_dip(0.04)
+
+
+def dcg_of(world: World, variant: int) -> np.ndarray:
+    """DCG@k recomputed from the kept shown documents and their grades."""
+    docs = world.outcomes.docs[variant]
+    levels = np.take_along_axis(world.levels[:, None, :], np.where(docs >= 0, docs, 0).astype(np.int64), axis=2)
+    gains = np.where(docs >= 0, np.asarray([0.0, 0.3, 0.7, 1.0])[levels], 0.0)
+    discounts = 1.0 / np.log2(np.arange(2, docs.shape[-1] + 2))
+    return (gains * discounts).sum(axis=-1)
+
+
+def test_every_session_keeps_its_shown_documents(worlds: dict[str, World]) -> None:
+    for world in worlds.values():
+        s = world.settings
+        docs = world.outcomes.docs
+        assert docs.dtype == np.int16 and docs.shape == (2, s.queries, s.outcomes, s.k)
+        assert docs.min() >= -1 and docs.max() < s.pool
+        shown = docs >= 0
+        assert (shown[..., :-1] | ~shown[..., 1:]).all()  # the filled slots come first, then -1
+        n = shown.sum(-1)
+        assert (world.outcomes.pos + world.outcomes.neg == n * (n - 1) // 2).all()
+        np.testing.assert_allclose(dcg_of(world, HEALTHY), world.outcomes.dcg[HEALTHY], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(dcg_of(world, BROKEN), world.outcomes.dcg[BROKEN], rtol=1e-12, atol=1e-12)
+        # a document appears at most once in a list
+        flat = np.sort(np.where(shown, docs, -1 - np.arange(s.k)), axis=-1)
+        assert (np.diff(flat, axis=-1) != 0).all()
+    # shown_docs follows the flat index sample() returns
+    world = worlds["tail"]
+    rng = np.random.default_rng(2)
+    flat, _ = world.sample(rng, np.full(50, 5.0), np.ones(50, dtype=bool), drop=0.3)
+    docs = world.shown_docs(flat)
+    np.testing.assert_array_equal(docs, world.outcomes.docs.reshape(-1, world.settings.k)[flat])
+    np.testing.assert_allclose(world.outcomes.dcg.ravel()[flat],
+                               np.concatenate([dcg_of(world, v) for v in (HEALTHY, BROKEN)]).ravel()[flat])
+
+
+def test_new_documents_leave_the_healthy_and_broken_sessions_and_their_draws_unchanged(overlap: World) -> None:
+    plain = World.build("head", seed=5, settings=replace(NEW_SETTINGS, new_share=0.0)).with_night_dip(0.04)
+    assert plain.outcomes.docs.shape[0] == 2 and overlap.outcomes.docs.shape[0] == 4
+    for name in ("dcg", "pos", "neg", "docs"):
+        np.testing.assert_array_equal(getattr(overlap.outcomes, name)[:2], getattr(plain.outcomes, name))
+    np.testing.assert_array_equal(overlap.levels[:, :NEW_SETTINGS.pool], plain.levels)
+    hours = np.random.default_rng(0).uniform(0, 24, 5000)
+    cand = np.arange(5000) % 2 == 0
+    a = overlap.draw_dcg(np.random.default_rng(1), hours, cand, drop=0.05)
+    b = plain.draw_dcg(np.random.default_rng(1), hours, cand, drop=0.05)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_the_candidate_shows_its_share_of_new_and_worse_documents(overlap: World) -> None:
+    s = overlap.settings
+    docs = overlap.outcomes.docs
+    assert s.new_count == 60 and overlap.levels.shape == (s.queries, s.pool + 60)
+    assert docs[[HEALTHY, BROKEN]].max() < s.pool  # the baseline's rankers never show them
+    for variant in (NEW, NEW_BROKEN):
+        shown = (docs[variant] >= 0).sum(-1)
+        fresh = (docs[variant] >= s.pool).sum(-1)
+        np.testing.assert_array_equal(fresh, np.rint(0.3 * shown))  # exactly the share, session by session
+        # the candidate fills as many slots as the healthy ranker's sessions of the query do on average
+        assert shown.mean() == pytest.approx((docs[HEALTHY] >= 0).sum(-1).mean(), rel=0.05)
+        np.testing.assert_allclose(dcg_of(overlap, variant), overlap.outcomes.dcg[variant], rtol=1e-12, atol=1e-12)
+    assert overlap.new_document_share() == pytest.approx(0.3, abs=0.01)
+    assert overlap.levels[:, s.pool:].mean() < overlap.levels[:, :s.pool].mean()  # worse than the pool
+    alone = overlap.hourly_means(NEW) / overlap.hourly_means(HEALTHY) - 1
+    assert (alone > -0.05).all() and (alone < 0).all()  # they lower the mean, by less than 5%
+    overlap.check_against_core(np.random.default_rng(9), sessions=60)
+
+
+@pytest.mark.parametrize("drop", [0.05, 0.10])
+def test_a_candidate_with_new_documents_has_the_exact_drop_in_every_hour(overlap: World, drop: float) -> None:
+    q = overlap.broken_share(drop, new=True)
+    assert ((q > 0) & (q < 1)).all()
+    fresh, fresh_broken = overlap.hourly_means(NEW), overlap.hourly_means(NEW_BROKEN)
+    np.testing.assert_allclose(((1 - q) * fresh + q * fresh_broken) / overlap.hourly_means(HEALTHY), 1 - drop,
+                               rtol=1e-12)
+    rng = np.random.default_rng(3)
+    hours = np.repeat(np.arange(HOURS), 8_000) + 0.5
+    flat, _ = overlap.sample(rng, hours, np.ones(hours.size, dtype=bool), drop=drop, new=True)
+    variant = flat // (NEW_SETTINGS.queries * NEW_SETTINGS.outcomes)
+    assert set(np.unique(variant).tolist()) == {NEW, NEW_BROKEN}
+    base = overlap.draw_dcg(np.random.default_rng(3), hours, np.zeros(hours.size, dtype=bool))
+    cand = overlap.outcomes.dcg.ravel()[flat]
+    assert cand.mean() / base.mean() - 1 == pytest.approx(-drop, abs=0.012)
+    with pytest.raises(ValueError, match=r"^drop: the new documents alone"):
+        overlap.broken_share(0.01, new=True)
+    with pytest.raises(ValueError, match=r"^new: this world has no new documents"):
+        World.build("tail", 0, WorldSettings(queries=50, outcomes=2, pool=30)).broken_share(0.05, new=True)
+
+
+def test_new_document_settings_are_validated() -> None:
+    for field, value in (("new_share", 1.0), ("new_share", -0.1), ("new_docs", -1), ("new_boost", float("inf"))):
+        with pytest.raises(ValueError, match=f"^{field}:"):
+            WorldSettings(**{field: value})
+    with pytest.raises(ValueError, match=r"^new_docs: must hold"):
+        WorldSettings(k=20, new_share=0.3, new_docs=5)
+    assert WorldSettings(new_share=0.0).new_count == 0
+    assert WorldSettings(k=20, pool=100, new_share=0.3).new_count == 30
