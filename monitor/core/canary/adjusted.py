@@ -97,7 +97,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 import numpy.typing as npt
 
-from monitor.core.canary.matched import _Strata
+from monitor.core.canary.matched import _Strata, matched_mean_paths
 from monitor.core.canary.paths import EffectPath, FloatArray, LogPath
 
 IntArray = npt.NDArray[np.int64]
@@ -196,10 +196,6 @@ def pooled_slope(baseline: CovariateSums, candidate: CovariateSums) -> FloatArra
     return out
 
 
-def _log(x: FloatArray, ok: npt.NDArray[np.bool_]) -> FloatArray:
-    return np.where(ok, np.log(np.where(ok, x, 1.0)), np.nan)
-
-
 def adjusted_mean_paths(baseline: CovariateSums, candidate: CovariateSums,
                         slope: npt.ArrayLike | None = None) -> tuple[LogPath, LogPath]:
     """(baseline's adjusted mean reweighted to the candidate's strata mix, candidate's adjusted mean over
@@ -222,17 +218,8 @@ def adjusted_mean_paths(baseline: CovariateSums, candidate: CovariateSums,
                   + beta * beta * (arm.cc - 2.0 * centre * arm.c + arm.n * centre * centre))
         return s.keep(total), s.keep(square)
 
-    ub, uub = u_sums(baseline)
-    uc, uuc = u_sums(candidate)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mean_b = (s.weights * ub / s.safe_nb).sum(axis=-1)
-        mean_c = uc.sum(axis=-1) / s.total_c
-        var_b = np.maximum(s.spread(uub, ub, ub, s.nb, s.total_b), 0.0) / (mean_b * mean_b)
-        var_c = np.maximum(s.spread(uuc, uc, uc, s.nc, s.total_c), 0.0) / (mean_c * mean_c)
-    ok_b, ok_c = (s.total_b > 0) & (mean_b > 0), (s.total_c > 0) & (mean_c > 0)
-    base = LogPath(s.total_b, _log(mean_b, ok_b), np.where(ok_b & (s.total_b - s.count >= 1), var_b, np.nan))
-    cand = LogPath(s.total_c, _log(mean_c, ok_c), np.where(ok_c & (s.total_c - s.count >= 1), var_c, np.nan))
-    return base, cand
+    # the arms' sums of u in place of those of x: the rest is the time-matched comparison itself
+    return matched_mean_paths(nb, *u_sums(baseline), nc, *u_sums(candidate))
 
 
 def adjusted_mean_path(baseline: CovariateSums, candidate: CovariateSums,
