@@ -17,6 +17,7 @@ commands:
   worker     the Kafka stream processor (faust-streaming) with Redis state and HTTP /metrics
   produce    simulated traffic written to the worker's Kafka topics (the compose traffic generator)
   canary     the current canary verdict per bucket and metric, read from Redis
+  annotate   the Label Studio bridge: annotation requests into tasks, grades back into the stream
   evaluate   offline evaluation of TREC qrels/run files or JSONL impression sessions
   services   start, stop or inspect local Kafka, Redis, Prometheus and Alertmanager (up | down | status)
 
@@ -41,6 +42,7 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "worker": _delegate("monitor.worker.cli"),
     "produce": _delegate("monitor.worker.produce"),
     "canary": _delegate("monitor.worker.canary_cli"),
+    "annotate": _delegate("monitor.annotate.cli"),
     "evaluate": _delegate("monitor.offline.cli"),
     "services": _delegate("monitor.services.cli"),
 }

@@ -1,0 +1,124 @@
+"""The running bridge: HTTP endpoints, set-up and reconciliation, the request consumer, the webhook queue.
+
+Start order: the HTTP endpoints answer first (``/healthz`` says whether the project is known yet); then
+the project and its webhook are set up and every task of the project is reconciled (each retried while
+Label Studio is down); only then are requests read, so a task created just before a crash is known
+before its request is read again. Reconciliation repeats every ``reconcile_interval`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from aiohttp import web
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-untyped]
+from prometheus_client import CollectorRegistry
+from redis.asyncio import Redis
+
+from monitor.annotate.bridge import Bridge
+from monitor.annotate.client import LabelStudio, LabelStudioError
+from monitor.annotate.metrics import BridgeMetrics
+from monitor.annotate.settings import AnnotateSettings
+from monitor.annotate.webhook import BridgeHttp
+
+log = logging.getLogger("monitor.annotate")
+T = TypeVar("T")
+
+
+async def _until_done(what: str, call: Callable[[], Awaitable[T]], metrics: BridgeMetrics) -> T:
+    pause = 0.5
+    while True:
+        try:
+            return await call()
+        except LabelStudioError as error:
+            metrics.label_studio_errors.inc()
+            log.warning("%s: %s; retrying in %.1f s", what, error, pause)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 30.0)
+
+
+async def _consume(bridge: Bridge, consumer: AIOKafkaConsumer) -> None:
+    while True:
+        batch = await consumer.getmany(timeout_ms=1000, max_records=500)
+        values = [record.value for records in batch.values() for record in records
+                  if record.value is not None]
+        if values:
+            await bridge.handle_requests(values)
+        if batch:
+            await consumer.commit()
+
+
+async def _reconcile_every(bridge: Bridge, seconds: float) -> None:
+    while True:
+        await asyncio.sleep(seconds)
+        try:
+            produced = await bridge.reconcile()
+        except LabelStudioError as error:
+            bridge.metrics.label_studio_errors.inc()
+            log.warning("reconciliation: %s; next one in %.0f s", error, seconds)
+            continue
+        if produced:
+            log.info("reconciliation produced %d grades missed by webhooks", produced)
+
+
+async def run(settings: AnnotateSettings) -> None:
+    """Run the bridge until SIGTERM or SIGINT."""
+    worker = settings.worker
+    kafka = worker.kafka_security().aiokafka_options()
+    registry = CollectorRegistry()
+    metrics = BridgeMetrics(registry)
+    redis = Redis.from_url(worker.redis_url, socket_timeout=10, socket_connect_timeout=5,
+                           **worker.redis_options())
+    producer = AIOKafkaProducer(bootstrap_servers=worker.kafka_bootstrap, acks="all",
+                                enable_idempotence=True, **kafka)
+    consumer = AIOKafkaConsumer(worker.topics.requests, bootstrap_servers=worker.kafka_bootstrap,
+                                group_id=settings.consumer_group, enable_auto_commit=False,
+                                auto_offset_reset="earliest", **kafka)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+
+    async def send(key: bytes, value: bytes) -> None:
+        await producer.send_and_wait(worker.topics.annotations, value, key=key)
+
+    await producer.start()
+    runner: web.AppRunner | None = None
+    jobs: list[asyncio.Task[None]] = []
+    try:
+        async with LabelStudio(settings.label_studio_url, settings.label_studio_token) as ls:
+            bridge = Bridge(settings, ls, redis, send, metrics)
+            http = BridgeHttp(bridge, registry, settings.secret)
+            runner = web.AppRunner(http.app, access_log=None)
+            await runner.setup()
+            await web.TCPSite(runner, settings.host, settings.port).start()
+            jobs.append(asyncio.create_task(http.drain()))
+            await _until_done("set-up", bridge.setup, metrics)
+            produced = await _until_done("reconciliation", bridge.reconcile, metrics)
+            log.info("ready: project %s, %d grades produced by the start-up reconciliation",
+                     bridge.project, produced)
+            await consumer.start()
+            jobs.append(asyncio.create_task(_consume(bridge, consumer)))
+            jobs.append(asyncio.create_task(_reconcile_every(bridge, settings.reconcile_interval)))
+            waiting = asyncio.create_task(stop.wait())
+            done, _ = await asyncio.wait([waiting, *jobs], return_when=asyncio.FIRST_COMPLETED)
+            for job in done:
+                if job is not waiting and job.exception() is not None:
+                    raise job.exception()  # type: ignore[misc]
+    finally:
+        for job in jobs:
+            job.cancel()
+        for job in jobs:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await job
+        if runner is not None:
+            await runner.cleanup()
+        with contextlib.suppress(Exception):
+            await consumer.stop()
+        await producer.stop()
+        await redis.aclose()

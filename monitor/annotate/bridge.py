@@ -1,0 +1,189 @@
+"""The bridge's work: requests → Label Studio tasks, Label Studio annotations → annotation events.
+
+State lives in Redis (``<prefix>:annotate:<project>:…``), so a bridge killed and restarted neither loses
+nor repeats anything:
+
+* ``tasks``: pair key → task id. A pair with a task gets no second one. A task created just before a crash
+  (before its id was written here) is found again by :meth:`Bridge.reconcile`, which runs at start before
+  any request is read and records every task of the project;
+* ``sent``: task id → the identity (annotation id, change time, grade) of the last grade produced for it.
+  A webhook delivered twice, or a reconciliation after one, finds the same identity and produces nothing;
+* ``annotations``: annotation id → task id, for deletions (Label Studio's delete webhook names only the
+  annotation).
+
+Request offsets are committed to Kafka only after every task of the batch exists; while Label Studio is
+down the batch is retried (with a growing pause) and nothing after it is read, so requests wait.
+A grade is produced (and acknowledged by Kafka) before it is recorded as sent: at least once, and a
+repeat (after a crash between the two) is the identical grade, which changes nothing in the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.asyncio import Redis
+
+from monitor.annotate.client import LabelStudio, LabelStudioError
+from monitor.annotate.metrics import BridgeMetrics
+from monitor.annotate.settings import SECRET_HEADER, AnnotateSettings
+from monitor.annotate.tasks import (
+    LABEL_CONFIG,
+    GradeGiven,
+    RequestError,
+    current_grade,
+    pair_key,
+    parse_request,
+    task_data,
+)
+
+log = logging.getLogger("monitor.annotate")
+
+Produce = Callable[[bytes, bytes], Awaitable[None]]
+
+
+def annotation_event(query: str, doc_id: str, given: GradeGiven, task_id: int) -> bytes:
+    """The query-level annotation event for a pair's grade (docs/events.md), with its provenance."""
+    body: dict[str, Any] = {
+        "type": "annotation", "schema": 1, "query": query,
+        "grades": [{"doc_id": doc_id, "grade": given.grade}], "ts": given.ts,
+        "source": "label-studio", "task": task_id, "annotation": given.annotation_id,
+    }
+    if given.annotator is not None:
+        body["annotator"] = given.annotator
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+@dataclass
+class Pending:
+    """The pairs of a batch of requests still to be given a task, in the order first asked."""
+
+    pairs: OrderedDict[str, tuple[dict[str, Any], str, list[str]]] = field(default_factory=OrderedDict)
+
+    def add(self, request: dict[str, Any]) -> None:
+        for doc_id in request["doc_ids"]:
+            key = pair_key(request["query"], doc_id)
+            if key not in self.pairs:
+                self.pairs[key] = (request, doc_id, [])
+            sessions = self.pairs[key][2]
+            if request["session_id"] not in sessions:
+                sessions.append(request["session_id"])
+
+
+class Bridge:
+    """One project's bridge; ``produce(key, value)`` sends an annotation event and waits for the ack."""
+
+    def __init__(self, settings: AnnotateSettings, ls: LabelStudio, redis: Redis, produce: Produce,
+                 metrics: BridgeMetrics) -> None:
+        self.settings = settings
+        self.ls = ls
+        self.redis = redis
+        self.produce = produce
+        self.metrics = metrics
+        self.project: int | None = None
+        self._locks: dict[int, asyncio.Lock] = {}
+
+    def _key(self, name: str) -> str:
+        return f"{self.settings.redis_prefix}:{self.project}:{name}"
+
+    async def setup(self) -> int:
+        """Find or create the project and its webhook (with the shared secret header); return its id."""
+        self.project = await self.ls.find_or_create_project(self.settings.project, LABEL_CONFIG)
+        await self.ls.ensure_webhook(self.project, self.settings.webhook_url,
+                                     {SECRET_HEADER: self.settings.secret})
+        log.info("Label Studio project %s (%r), webhook to %s", self.project, self.settings.project,
+                 self.settings.webhook_url)
+        return self.project
+
+    # requests → tasks ----------------------------------------------------------------------------------
+    async def handle_requests(self, values: Sequence[bytes]) -> None:
+        """Give every (query, document) pair of these requests a task, once; retried until it is done."""
+        pending = Pending()
+        for raw in values:
+            try:
+                pending.add(parse_request(raw))
+            except RequestError as error:
+                self.metrics.requests.labels(outcome="invalid").inc()
+                log.warning("annotation request refused: %s", error)
+                continue
+            self.metrics.requests.labels(outcome="used").inc()
+        if not pending.pairs:
+            return
+        known = await self.redis.hmget(self._key("tasks"), list(pending.pairs))
+        for (key, (request, doc_id, sessions)), task in zip(pending.pairs.items(), known, strict=True):
+            if task is not None:
+                self.metrics.pairs_known.inc()
+                continue
+            data = task_data(request, doc_id, self.settings.document(doc_id), sessions)
+            task_id = await self._retrying(functools.partial(self.ls.create_task, self._project(), data))
+            await self.redis.hset(self._key("tasks"), key, task_id)
+            self.metrics.tasks_created.inc()
+
+    def _project(self) -> int:
+        if self.project is None:
+            raise RuntimeError("Bridge.setup() has not run")
+        return self.project
+
+    async def _retrying(self, call: Callable[[], Awaitable[int]]) -> int:
+        pause = 0.5
+        while True:
+            try:
+                return await call()
+            except LabelStudioError as error:
+                self.metrics.label_studio_errors.inc()
+                log.warning("Label Studio: %s; retrying in %.1f s", error, pause)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 30.0)
+
+    # annotations → events ------------------------------------------------------------------------------
+    async def sync_task(self, task_id: int, task: Mapping[str, Any] | None = None) -> bool:
+        """Produce the task's current grade if it is not the last one produced; True if one was."""
+        lock = self._locks.setdefault(task_id, asyncio.Lock())
+        async with lock:
+            if task is None or "annotations" not in task:
+                task = await self.ls.task(task_id)
+                if task is None:
+                    return False
+                annotations = await self.ls.annotations(task_id)
+            else:
+                annotations = list(task["annotations"])
+            data = task.get("data") or {}
+            query, doc_id = data.get("query"), data.get("doc_id")
+            if not isinstance(query, str) or not isinstance(doc_id, str):
+                return False  # not one of the bridge's tasks
+            for annotation in annotations:
+                if isinstance(annotation, dict) and isinstance(annotation.get("id"), int):
+                    await self.redis.hset(self._key("annotations"), str(annotation["id"]), task_id)
+            given = current_grade(annotations)
+            if given is None:
+                return False  # none yet, or every annotation deleted: the last grade sent stands
+            sent = await self.redis.hget(self._key("sent"), str(task_id))
+            if sent is not None and (sent.decode() if isinstance(sent, bytes) else sent) == given.identity():
+                return False
+            await self.produce(query.encode(), annotation_event(query, doc_id, given, task_id))
+            await self.redis.hset(self._key("sent"), str(task_id), given.identity())
+            self.metrics.grades_produced.inc()
+            return True
+
+    async def task_of_annotation(self, annotation_id: int) -> int | None:
+        found = await self.redis.hget(self._key("annotations"), str(annotation_id))
+        return int(found) if found is not None else None
+
+    async def reconcile(self) -> int:
+        """Walk every task of the project: record its pair and produce grades not produced yet (missed
+        webhooks, a crash between a task's creation and its record). Returns how many grades it produced."""
+        produced = 0
+        async for task in self.ls.tasks(self._project()):
+            data = task.get("data") or {}
+            if isinstance(data.get("pair"), str) and isinstance(task.get("id"), int):
+                await self.redis.hsetnx(self._key("tasks"), data["pair"], task["id"])
+                if task.get("annotations") and await self.sync_task(task["id"], task):
+                    produced += 1
+        self.metrics.reconciliations.inc()
+        return produced

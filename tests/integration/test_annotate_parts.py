@@ -1,0 +1,155 @@
+"""The bridge's pure parts, table-driven (no services): requests, grades from annotations, webhook bodies,
+settings. The loop on real services is tests/integration/test_annotate_e2e.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from monitor.annotate.bridge import Pending, annotation_event
+from monitor.annotate.settings import AnnotateSettings, describe, load_annotate_settings
+from monitor.annotate.tasks import (
+    LABEL_CONFIG,
+    Document,
+    GradeGiven,
+    RequestError,
+    current_grade,
+    grade_of_choice,
+    pair_key,
+    parse_request,
+    task_data,
+)
+from monitor.annotate.webhook import WebhookError, items_of
+from monitor.core.events import Annotation, decode_event
+from monitor.core.grades import SEED_SCALE
+from monitor.worker.settings import SettingsError
+
+REQUEST = {"type": "annotation_request", "schema": 1, "session_id": "s-1", "query": "蓝牙耳机",
+           "query_bucket": "torso", "ranker": "r", "variant": "control", "k": 20, "doc_ids": ["d-4", "d-31"],
+           "judged": 17, "ts": 1763712902.0}
+
+
+def annotation(ident: int, choice: str, updated: str, **more: Any) -> dict[str, Any]:
+    return {"id": ident, "updated_at": updated, "created_at": "2026-11-24T10:00:00Z", "completed_by": 3,
+            "result": [{"from_name": "grade", "to_name": "query", "type": "choices",
+                        "value": {"choices": [choice]}}], **more}
+
+
+def test_the_labelling_config_offers_the_four_grades_with_english_names() -> None:
+    for name, english in (("高", "high"), ("中", "medium"), ("低", "low"), ("无", "none")):
+        assert f'alias="{name}"' in LABEL_CONFIG and f'value="{name} {english}' in LABEL_CONFIG
+    assert 'name="query" value="$query"' in LABEL_CONFIG and 'value="$document"' in LABEL_CONFIG
+
+
+def test_a_pair_has_one_key_whatever_the_session() -> None:
+    assert pair_key("a b", "c") != pair_key("a", "b c")  # no ambiguity from joining
+    assert len(pair_key("蓝牙耳机", "d-4")) == 24
+
+
+def test_a_batch_of_requests_becomes_one_entry_per_pair_with_its_sessions() -> None:
+    pending = Pending()
+    pending.add(parse_request(json.dumps(REQUEST).encode()))
+    pending.add(parse_request(json.dumps({**REQUEST, "session_id": "s-2", "doc_ids": ["d-31", "d-9"]}).encode()))
+    assert [(doc, sessions) for _, doc, sessions in pending.pairs.values()] == [
+        ("d-4", ["s-1"]), ("d-31", ["s-1", "s-2"]), ("d-9", ["s-2"])]
+    data = task_data(REQUEST, "d-31", Document(title="Earbuds", url="https://x/d-31"), ["s-1", "s-2"])
+    assert data["document"] == "Earbuds\nhttps://x/d-31\nid: d-31" and data["bucket"] == "torso"
+    assert data["pair"] == pair_key("蓝牙耳机", "d-31") and data["session_count"] == 2
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    (b"\xff", "not JSON"), (b"[]", "not an annotation_request"),
+    (json.dumps({**REQUEST, "query": ""}).encode(), "query"),
+    (json.dumps({**REQUEST, "doc_ids": []}).encode(), "doc_ids"),
+    (json.dumps({**REQUEST, "doc_ids": [1]}).encode(), "doc_ids"),
+    (json.dumps({k: v for k, v in REQUEST.items() if k != "session_id"}).encode(), "session_id"),
+])
+def test_unusable_requests_are_refused_with_the_reason(raw: bytes, message: str) -> None:
+    with pytest.raises(RequestError, match=message):
+        parse_request(raw)
+
+
+@pytest.mark.parametrize(("choice", "grade"), [
+    ("高", "高"), ("中 medium: partly relevant", "中"), ("无", "无"), ("high", None), ("", None)])
+def test_a_choice_is_a_grade_by_its_alias_or_shown_value(choice: str, grade: str | None) -> None:
+    assert grade_of_choice(choice) == grade
+
+
+def test_the_pair_grade_is_the_annotation_changed_last() -> None:
+    first = annotation(1, "低", "2026-11-24T10:00:00Z")
+    later = annotation(2, "高", "2026-11-24T11:00:00.5Z")
+    corrected = annotation(1, "中", "2026-11-24T12:00:00Z")
+    assert current_grade([]) is None
+    assert current_grade([first, later]) == GradeGiven(2, "高", 1795518000.5, 3)
+    assert current_grade([corrected, later]).grade == "中"  # type: ignore[union-attr]
+    assert current_grade([later]).grade == "高"  # type: ignore[union-attr]  # 1 deleted: falls back
+    skipped = {**annotation(3, "无", "2026-11-24T13:00:00Z"), "was_cancelled": True}
+    no_choice = {**annotation(4, "无", "2026-11-24T13:00:00Z"), "result": []}
+    naive = annotation(5, "无", "2026-11-24T13:00:00")
+    assert current_grade([skipped, no_choice, naive, later]).annotation_id == 2  # type: ignore[union-attr]
+
+
+def test_an_annotation_event_is_a_valid_query_level_annotation() -> None:
+    raw = annotation_event("蓝牙耳机", "d-4", GradeGiven(7, "中", 1795950000.5, 3), 11)
+    event = decode_event(raw, SEED_SCALE)
+    assert isinstance(event, Annotation) and event.query == "蓝牙耳机" and event.session_id is None
+    assert event.labels[0].doc_id == "d-4" and event.labels[0].grade.name == "中" and event.ts == 1795950000.5
+    assert json.loads(raw)["annotation"] == 7 and json.loads(raw)["task"] == 11
+
+
+@pytest.mark.parametrize(("body", "items"), [
+    ({"action": "ANNOTATION_CREATED", "annotation": {"id": 5, "task": 9}, "task": {"id": 9}}, [("task", 9)]),
+    ({"action": "ANNOTATION_UPDATED", "annotation": {"id": 5, "task": 9}}, [("task", 9)]),
+    ({"action": "ANNOTATIONS_CREATED", "annotation": [{"id": 5, "task": 9}], "task": [{"id": 9}, {"id": 10}]},
+     [("task", 9), ("task", 10)]),
+    ({"action": "ANNOTATIONS_DELETED", "annotations": [{"id": 5}, {"id": 6}]},
+     [("annotation", 5), ("annotation", 6)]),
+    ({"action": "PROJECT_UPDATED", "project": {"id": 1}}, None),
+    ({"action": "ANNOTATION_CREATED", "project": {"id": 99}, "task": {"id": 9}}, None),  # another project
+])
+def test_webhook_bodies_name_what_to_sync(body: dict[str, Any], items: Any) -> None:
+    assert items_of(body, 1) == items
+
+
+@pytest.mark.parametrize("body", [
+    [], {"action": 3}, {"action": "ANNOTATION_CREATED"}, {"action": "ANNOTATION_CREATED", "task": {"id": "9"}},
+    {"action": "ANNOTATIONS_DELETED", "annotations": [{"id": True}]}, {"action": "ANNOTATIONS_DELETED"},
+])
+def test_malformed_webhook_bodies_are_refused(body: Any) -> None:
+    with pytest.raises(WebhookError):
+        items_of(body, 1)
+
+
+def env(tmp_path: Path, **more: str) -> dict[str, str]:
+    return {"MONITOR_LABEL_STUDIO_URL": "http://127.0.0.1:8080/", "MONITOR_LABEL_STUDIO_TOKEN": "tok-123",
+            "MONITOR_ANNOTATE_SECRET": "sec-456", **more}
+
+
+def test_settings_with_secrets_from_files_never_shown(tmp_path: Path) -> None:
+    (tmp_path / "token").write_text("tok-from-file\n")
+    (tmp_path / "docs.jsonl").write_text('{"doc_id": "d-1", "title": "Earbuds"}\n\n')
+    settings = load_annotate_settings({
+        **{k: v for k, v in env(tmp_path).items() if k != "MONITOR_LABEL_STUDIO_TOKEN"},
+        "MONITOR_LABEL_STUDIO_TOKEN_FILE": str(tmp_path / "token"), "MONITOR_ANNOTATE_PORT": "9999",
+        "MONITOR_ANNOTATE_DOCUMENTS": str(tmp_path / "docs.jsonl"), "MONITOR_ANNOTATE_DOC_URL": "https://x/{doc_id}"})
+    assert isinstance(settings, AnnotateSettings)
+    assert settings.label_studio_token == "tok-from-file" and settings.label_studio_url == "http://127.0.0.1:8080"
+    assert settings.webhook_url == "http://127.0.0.1:9999/webhook"
+    assert settings.document("d-1") == Document(title="Earbuds", url="https://x/d-1")
+    shown = repr(settings) + json.dumps(describe(settings))
+    assert "tok-from-file" not in shown and "sec-456" not in shown
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"MONITOR_LABEL_STUDIO_URL": "ftp://x"}, "MONITOR_LABEL_STUDIO_URL must be an http"),
+    ({"MONITOR_ANNOTATE_SECRET": ""}, "MONITOR_ANNOTATE_SECRET .or MONITOR_ANNOTATE_SECRET_FILE. must be set"),
+    ({"MONITOR_LABEL_STUDIO_TOKEN_FILE": "/nonexistent"}, "give MONITOR_LABEL_STUDIO_TOKEN or"),
+    ({"MONITOR_ANNOTATE_PORT": "http"}, "MONITOR_ANNOTATE_PORT: must be an integer"),
+    ({"MONITOR_ANNOTATE_RECONCILE_INTERVAL": "0"}, "MONITOR_ANNOTATE_RECONCILE_INTERVAL: must be a positive"),
+])
+def test_bad_settings_name_the_setting(tmp_path: Path, change: dict[str, str], message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        load_annotate_settings({**env(tmp_path), **change})
