@@ -12,6 +12,9 @@ fi
 echo "== installing Python packages" >&2
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
 
+echo "== installing Label Studio in .venv-ls if missing (its own virtualenv: pinned dependencies)" >&2
+.venv/bin/monitor services install --only label-studio
+
 if [ -x deploy/local/install.sh ]; then
     echo "== installing the real services (Kafka jars, redis-server, prometheus, alertmanager)" >&2
     deploy/local/install.sh

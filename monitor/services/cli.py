@@ -5,6 +5,7 @@ Examples::
     monitor services up                      # all four on their default ports, in .services/
     monitor services up --only kafka,redis   # a subset
     monitor services up --free-ports         # any free loopback ports (printed)
+    monitor services up --only label-studio  # Label Studio for monitor annotate (docs/annotate.md)
     monitor services status                  # what runs, whether it answers, last up's time to ready
     monitor services down [--purge]          # stop what up started (and delete the working folder)
     monitor services install                 # Debian packages and Kafka jars only
@@ -20,9 +21,19 @@ from pathlib import Path
 
 from monitor.services.install import BINARIES_OF, ensure_binaries, ensure_kafka_jars, kafka_libs
 from monitor.services.kafka import KAFKA_VERSION
+from monitor.services.label_studio import ensure_label_studio, label_studio_binary
 from monitor.services.ports import free_port
 from monitor.services.process import ServiceError
-from monitor.services.stack import DEFAULT_PORTS, SERVICES, default_workdir, down, status, up
+from monitor.services.stack import (
+    DEFAULT_PORTS,
+    DEFAULT_SERVICES,
+    SERVICES,
+    State,
+    default_workdir,
+    down,
+    status,
+    up,
+)
 
 
 def _echo(message: str) -> None:
@@ -48,7 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     start = commands.add_parser("up", help="start the services and wait until each answers")
-    start.add_argument("--only", type=_services, default=list(SERVICES), help="comma-separated subset")
+    start.add_argument("--only", type=_services, default=list(DEFAULT_SERVICES),
+                       help=f"comma-separated, of {', '.join(SERVICES)} (default: all but label-studio)")
     start.add_argument("--free-ports", action="store_true", help="use free ports instead of the defaults")
     for role, port in DEFAULT_PORTS.items():
         start.add_argument(f"--{role}-port", type=int, default=port, help=f"default {port}")
@@ -57,7 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     show = commands.add_parser("status", help="what runs, whether it answers, and the last up's timing")
     show.add_argument("--json", action="store_true", help="print the status as JSON")
     setup = commands.add_parser("install", help="install missing Debian packages and cache the Kafka jars")
-    setup.add_argument("--only", type=_services, default=list(SERVICES), help="comma-separated subset")
+    setup.add_argument("--only", type=_services, default=list(DEFAULT_SERVICES),
+                       help=f"comma-separated, of {', '.join(SERVICES)} (default: all but label-studio)")
     return parser
 
 
@@ -72,6 +85,9 @@ def _up(args: argparse.Namespace, workdir: Path) -> int:
         else:
             timing = f"ready in {report.started[name]:5.1f} s"
         print(f"{name:<13} {timing:<17} {report.addresses[name]}")
+        if name == "label-studio":
+            record = State.load(workdir).services[name]
+            print(f"{'':<13} user {record['user']}, personal access token in {record['token_file']}")
     jars = {True: "; Kafka jars downloaded (cold)", False: "; Kafka jars cached (warm)", None: ""}
     print(f"all ready {report.total_seconds:.1f} s after up{jars[report.jars_downloaded]}; logs in {workdir}")
     return 0
@@ -102,6 +118,9 @@ def _status(args: argparse.Namespace, workdir: Path) -> int:
 def _install(args: argparse.Namespace) -> int:
     ensure_binaries([binary for name in args.only for binary in BINARIES_OF[name]], _echo)
     print("Debian packages: all present")
+    if "label-studio" in args.only:
+        installed = ensure_label_studio(_echo)
+        print(f"Label Studio: {'installed' if installed else 'present'}, {label_studio_binary()}")
     if "kafka" in args.only:
         downloaded = ensure_kafka_jars(KAFKA_VERSION, _echo)
         where = "downloaded to" if downloaded else "cached in"

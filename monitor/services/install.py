@@ -49,6 +49,7 @@ BINARIES_OF: dict[str, tuple[str, ...]] = {
     "redis": ("redis-server",),
     "prometheus": ("prometheus", "promtool"),
     "alertmanager": ("prometheus-alertmanager", "amtool"),
+    "label-studio": (),  # a Python virtualenv of its own: label_studio.ensure_label_studio
 }
 
 _POLICY_RC_D = Path("/usr/sbin/policy-rc.d")

@@ -22,6 +22,7 @@ from typing import Any
 from monitor.services.alertmanager import AlertmanagerServer
 from monitor.services.install import BINARIES_OF, REPO_ROOT, ensure_binaries, ensure_kafka_jars
 from monitor.services.kafka import KAFKA_VERSION, KafkaServer
+from monitor.services.label_studio import LabelStudioServer, ensure_label_studio, personal_access_token
 from monitor.services.ports import LOOPBACK, port_in_use
 from monitor.services.process import ServerProcess, ServiceError
 from monitor.services.prometheus import DEFAULT_METRICS_PORT, PrometheusServer
@@ -30,7 +31,9 @@ from monitor.services.server import LocalServer
 
 Echo = Callable[[str], None]
 
-SERVICES: tuple[str, ...] = ("kafka", "redis", "prometheus", "alertmanager")
+SERVICES: tuple[str, ...] = ("kafka", "redis", "prometheus", "alertmanager", "label-studio")
+#: What ``up`` starts when not told (Label Studio, for the annotation bridge, only with ``--only``).
+DEFAULT_SERVICES: tuple[str, ...] = ("kafka", "redis", "prometheus", "alertmanager")
 
 #: Ports used by ``up`` unless told otherwise: away from the defaults (9092, 6379, 9090, 9093) so that
 #: a system-wide service or another project on the same machine does not get in the way.
@@ -40,6 +43,7 @@ DEFAULT_PORTS: dict[str, int] = {
     "redis": 16379,
     "prometheus": 19090,
     "alertmanager": 19093,
+    "label-studio": 18080,
     "metrics": DEFAULT_METRICS_PORT,
 }
 
@@ -63,6 +67,8 @@ def build_server(name: str, workdir: Path, ports: Mapping[str, int]) -> LocalSer
         return PrometheusServer(
             workdir, ports["prometheus"], alertmanager=alertmanager, metrics_port=ports["metrics"]
         )
+    if name == "label-studio":
+        return LabelStudioServer(workdir, ports["label-studio"])
     raise ValueError(f"unknown service {name!r}; accepted: {', '.join(SERVICES)}")
 
 
@@ -130,6 +136,8 @@ def up(workdir: Path, names: Sequence[str], ports: Mapping[str, int], echo: Echo
     wanted = [name for name in names if name not in running]
     ensure_binaries([binary for name in wanted for binary in BINARIES_OF[name]], echo)
     downloaded = ensure_kafka_jars(KAFKA_VERSION, echo) if "kafka" in wanted else None
+    if "label-studio" in wanted:
+        ensure_label_studio(echo)
 
     servers = [build_server(name, workdir, ports) for name in wanted]
     for server in servers:
@@ -168,6 +176,9 @@ def up(workdir: Path, names: Sequence[str], ports: Mapping[str, int], echo: Echo
             "started_at": now,
             "ready_seconds": round(timings[server.name], 3),
         }
+        if isinstance(server, LabelStudioServer):  # the bridge's token (docs/annotate.md)
+            state.services[server.name]["token_file"] = str(personal_access_token(server))
+            state.services[server.name]["user"] = server.username
     total = time.monotonic() - began
     if servers:
         state.last_up = {
