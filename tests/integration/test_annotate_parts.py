@@ -4,6 +4,7 @@ settings. The loop on real services is tests/integration/test_annotate_e2e.py.""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +154,23 @@ def test_settings_with_secrets_from_files_never_shown(tmp_path: Path) -> None:
 def test_bad_settings_name_the_setting(tmp_path: Path, change: dict[str, str], message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         load_annotate_settings({**env(tmp_path), **change})
+
+
+def test_the_compose_annotate_profile_runs_the_bridge_with_valid_settings(tmp_path: Path) -> None:
+    """docker-compose.yml's ``annotate`` profile: Label Studio and the bridge, whose environment (with the
+    token and secret given) is a valid bridge configuration pointing at the compose services."""
+    from tests.unit.test_compose import COMPOSE_FILE, compose_command
+
+    command, compose_env = compose_command(tmp_path / "docker-config")
+    compose_env = {**compose_env, "LABEL_STUDIO_USER_TOKEN": "tok-abc", "MONITOR_ANNOTATE_SECRET": "sec-def"}
+    done = subprocess.run([*command, "-f", str(COMPOSE_FILE), "--profile", "annotate", "config", "--format", "json"],
+                          capture_output=True, text=True, env=compose_env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    services = json.loads(done.stdout)["services"]
+    assert services["label-studio"]["image"].startswith("heartexlabs/label-studio:1.23")
+    assert services["annotate"]["command"] == ["monitor", "annotate"]
+    environment = {k: str(v) for k, v in services["annotate"]["environment"].items()}
+    settings = load_annotate_settings(environment)
+    assert settings.label_studio_url == "http://label-studio:8080" and settings.secret == "sec-def"
+    assert settings.webhook_url == "http://annotate:9465/webhook" and settings.worker.kafka_bootstrap == "kafka:9092"
+    assert environment["MONITOR_TOPIC_REQUESTS"] == "annotation-requests"
