@@ -43,17 +43,20 @@ regression left, later in the run. Figures are Monte Carlo estimates over the st
 
 ``--legacy`` runs the previous benchmark instead (a pooled, time-free world; this monitor's sequential
 test against Argo/Flagger-style thresholds and a Kayenta-style Mann–Whitney test; its options follow
-``--legacy``).
+``--legacy``). ``--judgments`` runs ``benchmarks/judgments.py`` (the cost of a decision in judgments,
+before and after reuse and the adjustment for query difficulty, in this world; its options follow).
 
     python benchmarks/canary.py [--aa-runs 1000] [--runs 500] [--deploy-runs 500] [--ramp-runs 500]
                                 [--workers 2] [--quick]
     python benchmarks/canary.py --legacy [--aa 2000] [--ab 500] [--horizon 40000] [--quick]
+    python benchmarks/canary.py --judgments [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -678,6 +681,11 @@ def main() -> int:
     argv = sys.argv[1:]
     if "--legacy" in argv:
         return legacy_main([a for a in argv if a != "--legacy"])
+    if "--judgments" in argv:  # the cost of a decision (issue 14): benchmarks/judgments.py, same world
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from judgments import main as judgments_main
+
+        return judgments_main([a for a in argv if a != "--judgments"])
     return world_main(argv)
 
 

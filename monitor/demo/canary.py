@@ -35,12 +35,13 @@ class VerdictRow:
     n_baseline: int
     n_candidate: int
     reason: str
+    adjusted: float | None = None  # share of sessions adjusted for query difficulty (None: unadjusted)
 
     def to_json(self) -> dict[str, Any]:
         return {"bucket": self.bucket, "metric": self.metric, "kind": self.kind, "baseline": self.baseline,
                 "candidate": self.candidate, "verdict": self.verdict, "estimate": self.estimate,
                 "lower": self.lower, "upper": self.upper, "n_baseline": self.n_baseline,
-                "n_candidate": self.n_candidate, "reason": self.reason}
+                "n_candidate": self.n_candidate, "reason": self.reason, "adjusted": self.adjusted}
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ class CanaryJudge:
         self.latest = (found, sorted([*deploys, *detect_deploys(history, deploys)], key=lambda d: d.ts))
         rows = [VerdictRow(c.bucket, c.metric, c.kind, c.baseline, c.candidate, c.verdict.verdict,
                            c.verdict.estimate, c.verdict.lower, c.verdict.upper, c.verdict.n_baseline,
-                           c.verdict.n_candidate, c.verdict.reason) for c in found]
+                           c.verdict.n_candidate, c.verdict.reason, c.verdict.adjusted) for c in found]
         notes = [AlertNote(n.status, n.labels, n.annotations, ts, wall, update=n.status == "firing"
                            and n.starts_at < ts, payload=n) for n in self.book.update(ts, found)]
         return rows, notes

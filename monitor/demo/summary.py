@@ -80,6 +80,11 @@ def _num(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _adjusted(share: float | None) -> str:
+    """How much of a verdict's sessions were adjusted for query difficulty (docs/canary.md)."""
+    return "-" if share is None else f"{share:.0%} of sessions"
+
+
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100.0 * value:+.1f}%"
 
@@ -120,11 +125,12 @@ def render_summary(summary: dict[str, Any]) -> str:
     lines.append("")
     if summary["verdicts"]:
         lines.append(f"{'canary verdicts':<25} {'verdict':<13} {'effect':>7}  {'95% conf. sequence':<19} "
-                     "sessions control/canary")
+                     "sessions control/canary".ljust(88) + "adjusted for query difficulty")
         for v in summary["verdicts"]:
             interval = f"[{_pct(v['lower'])}, {_pct(v['upper'])}]"
             lines.append(f"{v['bucket']:<6} {v['metric']:<4} {v['candidate'][:13]:<13} {v['verdict']:<13} "
-                         f"{_pct(v['estimate']):>7}  {interval:<19} {v['n_baseline']:,}/{v['n_candidate']:,}")
+                         f"{_pct(v['estimate']):>7}  {interval:<19} "
+                         f"{v['n_baseline']:,}/{v['n_candidate']:,}".ljust(88) + _adjusted(v.get("adjusted")))
     else:
         lines.append("canary verdicts: none (no canary deploy seen)")
     lines.append("")

@@ -73,6 +73,10 @@ class CanaryCollector(Collector):
         changed = GaugeMetricFamily(f"{self.prefix}_canary_verdict_changed_timestamp_seconds",
                                     "Event time of the verdict's last change (Unix seconds)",
                                     labels=COMPARISON_LABELS)
+        adjusted = GaugeMetricFamily(f"{self.prefix}_canary_adjusted_share",
+                                     "Share of the compared sessions adjusted for query difficulty (their "
+                                     "query had scored sessions before the comparison); absent: unadjusted",
+                                     labels=COMPARISON_LABELS)
         for labels, c in sorted(shown.items()):
             v = c.verdict
             values = {"estimate": v.estimate, "lower": v.lower, "upper": v.upper, "evidence": v.evidence,
@@ -85,10 +89,13 @@ class CanaryCollector(Collector):
             changes.add_metric(list(labels), v.changes)
             if v.changed_at is not None:
                 changed.add_metric(list(labels), v.changed_at)
+            if v.adjusted is not None:
+                adjusted.add_metric(list(labels), v.adjusted)
         yield from families.values()
         yield sessions
         yield changes
         yield changed
+        yield adjusted
 
         latest: dict[tuple[str, str], float] = {}
         for d in deploys:

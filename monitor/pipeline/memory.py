@@ -83,6 +83,7 @@ class MemoryPipeline:
         self.totals_added: dict[str, Stats] = {}
         self.totals_removed: dict[str, Stats] = {}
         self.epochs: dict[int, dict[str, Stats]] = {}
+        self.query_epochs: dict[int, dict[str, Stats]] = {}
         self.seen: Seen = {}
         self.dead_letters: deque[DeadLetter] = deque(maxlen=keep)
         self.requests: deque[AnnotationRequest] = deque(maxlen=keep)
@@ -133,6 +134,9 @@ class MemoryPipeline:
             target = self.totals_removed if removal else self.totals_added
             add(target.setdefault(group, {}), delta, -1.0 if removal else 1.0)
             add_epoch(self.epochs, ts, self.config.epoch, group, delta)
+        if self.config.query_history:
+            for ts, key, delta in t.query_deltas:
+                add_epoch(self.query_epochs, ts, self.config.epoch, key, delta)
         if t.seen is not None:
             see(self.seen, *t.seen)
         for group, name, amount in t.counters:
@@ -186,6 +190,7 @@ class MemoryPipeline:
             for old in [k for k in slices if k[1] < wanted.get(k[0], k[1])]:
                 del slices[old]
         prune_epochs(self.epochs, watermark, self.config.epoch, self.config.history)
+        prune_epochs(self.query_epochs, watermark, self.config.epoch, self.config.history)
         prune_seen(self.seen, watermark, self.config.history)
         horizon = watermark - self.config.state_ttl
         for query in [q for q, seen in self.query_seen.items() if seen == -math.inf]:
@@ -230,8 +235,10 @@ class MemoryPipeline:
 
     def history(self) -> History:
         """The canary comparisons' input: every epoch kept and when each ranker was seen."""
-        return History(self.config.epoch, {i: {g: dict(s) for g, s in groups.items()}
-                                           for i, groups in self.epochs.items()}, dict(self.seen))
+        def copy(epochs: dict[int, dict[str, Stats]]) -> dict[int, dict[str, Stats]]:
+            return {i: {g: dict(s) for g, s in groups.items()} for i, groups in epochs.items()}
+
+        return History(self.config.epoch, copy(self.epochs), dict(self.seen), copy(self.query_epochs))
 
     def counter(self, name: str, group: str = "") -> float:
         return self.counters.get((group, name), 0.0)

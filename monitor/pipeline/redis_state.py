@@ -132,6 +132,7 @@ class Batch:
     removed: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     counters: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
     epochs: dict[int, dict[str, float]] = field(default_factory=dict)
+    query_epochs: dict[int, dict[str, float]] = field(default_factory=dict)
     seen: Seen = field(default_factory=dict)
     sketch: dict[int, dict[str, float]] = field(default_factory=dict)
     budget: dict[tuple[str, int], float] = field(default_factory=lambda: defaultdict(float))
@@ -162,6 +163,11 @@ class Batch:
             fields = self.epochs.setdefault(epoch_of(ts, config.epoch), defaultdict(float))
             for name, value in delta.items():
                 fields[f"{group}|{name}"] += value
+        if config.query_history:
+            for ts, query_group, delta in t.query_deltas:
+                fields = self.query_epochs.setdefault(epoch_of(ts, config.epoch), defaultdict(float))
+                for name, value in delta.items():
+                    fields[f"{query_group}|{name}"] += value
         if t.seen is not None:
             see(self.seen, *t.seen)
         for group, name, amount in t.counters:
@@ -617,10 +623,11 @@ class RedisState:
             if totals:
                 ops.add("hincr", self._p(partition, direction),
                         *(a for name, value in totals.items() for a in (name, repr(value))))
-        for index, fields in batch.epochs.items():
-            key = self._p(partition, "ep", index)
-            ops.add("hincr", key, *(a for name, value in fields.items() for a in (name, repr(value))))
-            ops.add("expire", key, str(int(config.history + 2 * config.epoch)))
+        for kind, epochs in (("ep", batch.epochs), ("qep", batch.query_epochs)):
+            for index, fields in epochs.items():
+                key = self._p(partition, kind, index)
+                ops.add("hincr", key, *(a for name, value in fields.items() for a in (name, repr(value))))
+                ops.add("expire", key, str(int(config.history + 2 * config.epoch)))
         if batch.seen:
             seen = self._p(partition, "seen")
             ops.add("hmin", seen, *(a for (arm, ranker), (first, _) in batch.seen.items()
@@ -737,16 +744,19 @@ class RedisState:
             return History(width, {}, seen)
         indices = range(max(first, epoch_of(watermark - self.config.history, width)),
                         epoch_of(watermark, width) + 1)
+        kinds = ("ep", "qep") if self.config.query_history else ("ep",)
         pipe = self.redis.pipeline(transaction=False)
         for partition in partitions:
-            for index in indices:
-                pipe.hgetall(self._p(partition, "ep", index))
-        epochs: dict[int, dict[str, Stats]] = {}
+            for kind in kinds:
+                for index in indices:
+                    pipe.hgetall(self._p(partition, kind, index))
+        read: dict[str, dict[int, dict[str, Stats]]] = {kind: {} for kind in ("ep", "qep")}
         for position, raw in enumerate(await pipe.execute()):
+            kind = kinds[position // len(indices) % len(kinds)]
             index = indices[position % len(indices)]
             for group, stats in _grouped(raw).items():
-                add(epochs.setdefault(index, {}).setdefault(group, {}), stats)
-        return History(width, epochs, seen)
+                add(read[kind].setdefault(index, {}).setdefault(group, {}), stats)
+        return History(width, read["ep"], seen, read["qep"])
 
     async def snapshot(self) -> Snapshot:
         partitions = sorted(int(p) for p in await self.redis.smembers(f"{self.prefix}:partitions"))

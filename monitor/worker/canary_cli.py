@@ -41,14 +41,16 @@ def row(c: Comparison) -> dict[str, Any]:
             "baseline": c.baseline, "verdict": v.verdict, "estimate": v.estimate, "lower": v.lower,
             "upper": v.upper, "evidence": v.evidence, "n_baseline": v.n_baseline,
             "n_candidate": v.n_candidate, "reason": v.reason, "changes": v.changes,
-            "changed_at": v.changed_at, "resets": v.resets}
+            "changed_at": v.changed_at, "resets": v.resets, "adjusted": v.adjusted}
 
 
 def table(rows: Sequence[Comparison]) -> str:
-    head = ["bucket", "metric", "kind", "candidate", "baseline", "verdict", "change", "interval", "sessions"]
+    head = ["bucket", "metric", "kind", "candidate", "baseline", "verdict", "change", "interval", "sessions",
+            "adjusted"]
     lines = [[c.bucket, c.metric, c.kind, c.candidate, c.baseline, c.verdict.verdict,
               _pct(c.verdict.estimate), f"{_pct(c.verdict.lower)} … {_pct(c.verdict.upper)}",
-              f"{c.verdict.n_candidate} vs {c.verdict.n_baseline}"] for c in rows]
+              f"{c.verdict.n_candidate} vs {c.verdict.n_baseline}",
+              "—" if c.verdict.adjusted is None else f"{c.verdict.adjusted:.0%}"] for c in rows]
     widths = [max(len(str(x)) for x in column) for column in zip(head, *lines, strict=True)]
     return "\n".join("  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)).rstrip()
                      for line in [head, *lines]) + "\n"

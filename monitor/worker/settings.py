@@ -81,6 +81,9 @@ class WorkerSettings:
     canary_match_slot: float = 3600.0
     canary_match_period: float = 86400.0
     canary_sticky: bool = True
+    canary_adjust_queries: bool = True
+    canary_covariate_window: float = 86400.0
+    canary_covariate_min_sessions: int = 1
     alert_interval: float = 15.0
     runbook_base: str | None = None
     dashboard_url: str | None = None
@@ -104,7 +107,10 @@ class WorkerSettings:
         return CanaryConfig(alpha=self.canary_alpha, min_relative_drop=self.canary_min_drop,
                             baseline_window=self.canary_baseline_window,
                             time_matched=self.canary_time_matched, match_slot=self.canary_match_slot,
-                            match_period=self.canary_match_period, sticky=self.canary_sticky)
+                            match_period=self.canary_match_period, sticky=self.canary_sticky,
+                            adjust_queries=self.canary_adjust_queries,
+                            covariate_window=self.canary_covariate_window,
+                            covariate_min_sessions=self.canary_covariate_min_sessions)
 
     def alerts(self) -> AlertConfig:
         config = AlertConfig(alpha=self.canary_alpha)
@@ -292,6 +298,9 @@ ENV: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "canary_match_slot": ("MONITOR_CANARY_MATCH_SLOT", _seconds),
     "canary_match_period": ("MONITOR_CANARY_MATCH_PERIOD", _seconds),
     "canary_sticky": ("MONITOR_CANARY_STICKY", _boolean),
+    "canary_adjust_queries": ("MONITOR_CANARY_ADJUST_QUERIES", _boolean),
+    "canary_covariate_window": ("MONITOR_CANARY_COVARIATE_WINDOW", _seconds),
+    "canary_covariate_min_sessions": ("MONITOR_CANARY_COVARIATE_MIN_SESSIONS", _integer(1, 1_000_000)),
     "alert_interval": ("MONITOR_ALERT_INTERVAL", _seconds),
     "runbook_base": ("MONITOR_RUNBOOK_BASE", _http_url),
     "dashboard_url": ("MONITOR_DASHBOARD_URL", _http_url),

@@ -14,6 +14,7 @@ from monitor.core.canary import CanaryConfig
 from monitor.core.events import Deploy
 from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.history import split_query
 from monitor.core.stream.join import AnnotationRequest
 from monitor.pipeline.memory import MemoryPipeline, partition_of
 from monitor.pipeline.redis_state import Message, RedisState
@@ -114,6 +115,22 @@ async def test_redis_state_equals_in_process_and_ignores_redelivery(redis_url: s
     for index, groups in wanted.epochs.items():
         for group, stats in groups.items():
             assert history.epochs[index][group] == pytest.approx(stats, abs=1e-9), (index, group)
+    # each query's DCG per epoch (the adjustment for query difficulty): the same, and summing to the epochs
+    assert set(history.queries) == set(wanted.queries) and len(wanted.queries) > 1
+    for index, keys in wanted.queries.items():
+        assert set(history.queries[index]) == set(keys)
+        for key, stats in keys.items():
+            assert history.queries[index][key] == pytest.approx(stats, abs=1e-9), (index, key)
+        by_group: dict[str, dict[str, float]] = {}
+        for key, stats in keys.items():
+            group = split_query(key)[0]
+            for name, value in stats.items():
+                by_group.setdefault(group, {}).setdefault(name, 0.0)
+                by_group[group][name] += value
+        for group, stats in by_group.items():
+            plain = wanted.epochs[index][group]
+            assert (stats["n"], stats["x"], stats["xx"]) == pytest.approx(
+                (plain["sessions"], plain["dcg"], plain["dcg_sq"]), abs=1e-9)
     summed, totals = wanted.totals(), expected.totals()
     assert set(summed) == set(totals)
     for group, stats in totals.items():

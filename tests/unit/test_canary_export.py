@@ -53,6 +53,14 @@ def test_how_often_and_when_the_verdict_changed() -> None:
     assert get("search_relevance_canary_verdict_changed_timestamp_seconds", LABELS) == 1_763_712_900.0
 
 
+def test_the_share_adjusted_for_query_difficulty_is_shown_only_for_an_adjusted_comparison() -> None:
+    c = comparison()
+    assert registry_of([c]).get_sample_value("search_relevance_canary_adjusted_share", LABELS) is None
+    adjusted = Comparison(c.bucket, c.metric, c.kind, c.baseline, c.candidate, replace(c.verdict, adjusted=0.83))
+    get = registry_of([adjusted]).get_sample_value
+    assert get("search_relevance_canary_adjusted_share", LABELS) == pytest.approx(0.83)
+
+
 @pytest.mark.parametrize(("verdict", "code"), [("pass", 1.0), ("inconclusive", 0.0), ("regression", -1.0)])
 def test_verdict_codes(verdict: str, code: float) -> None:
     assert registry_of([comparison(verdict=verdict)]).get_sample_value(

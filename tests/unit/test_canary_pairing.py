@@ -218,7 +218,7 @@ def test_a_new_ranker_in_the_impressions_is_a_detected_deploy_of_the_one_seen_be
 
 
 def test_first_epoch_is_the_oldest_any_period_reads() -> None:
-    config = CanaryConfig(baseline_window=2 * HOUR)
+    config = CanaryConfig(baseline_window=2 * HOUR, adjust_queries=False)
     assert first_epoch(History(HOUR, {}), [], config) is None
     canary = History(HOUR, {}, {("canary", "c"): (5 * HOUR + 1, 6 * HOUR)})
     assert first_epoch(canary, [], config) == 5
@@ -226,3 +226,6 @@ def test_first_epoch_is_the_oldest_any_period_reads() -> None:
     assert first_epoch(canary, deploys, config) == 2
     started = [Deploy("canary_start", "c", 3 * HOUR + 5), Deploy("deploy", "c", HOUR)]  # no previous
     assert first_epoch(canary, started, config) == 3
+    # the adjustment for query difficulty reads the covariate window before the oldest period too
+    adjusted = CanaryConfig(baseline_window=2 * HOUR, covariate_window=3 * HOUR)
+    assert first_epoch(canary, deploys, adjusted) == -1

@@ -60,6 +60,7 @@ class Verdict:
     changes: int = 0
     changed_at: float | None = None
     resets: int = 0
+    adjusted: float | None = None  # adjusted for query difficulty: the share of sessions with a covariate
 
 
 def _percent(x: float) -> str:

@@ -14,6 +14,11 @@
   same time strata (:mod:`.matched`): a deploy's baseline is reweighted to the candidate's mix of
   ``match_slot``-long phases of ``match_period`` (hours of the day; a period of 7 days matches hours of
   the week), a canary's control to the canary's mix of ``match_slot``-long stretches of its period;
+* ``adjust_queries`` (True), ``covariate_window`` (1 day), ``covariate_min_sessions`` (1): adjust the DCG
+  comparison for query difficulty (:mod:`.adjusted`, CUPED per time stratum): a session's covariate is
+  its query's mean DCG@k over the scored sessions of the ``covariate_window`` before the comparison's
+  period (a query with fewer than ``covariate_min_sessions`` of them has none, and its sessions count
+  unadjusted). Needs ``StreamConfig.query_history``; without it the comparison is the unadjusted one;
 * ``sticky`` (True): the verdict is decided on the running intersection of the confidence sequence over
   the looks, one per epoch of the period (:func:`.paths.sticky_path`), so it does not flap.
 
@@ -42,13 +47,16 @@ class CanaryConfig:
     match_slot: float = 3600.0
     match_period: float = 86400.0
     sticky: bool = True
+    adjust_queries: bool = True
+    covariate_window: float = 86400.0
+    covariate_min_sessions: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("time_matched", "sticky"):
+        for name in ("time_matched", "sticky", "adjust_queries"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: expected true or false, got {getattr(self, name)!r}")
         for name in ("alpha", "min_relative_drop", "mixture_sd", "baseline_window", "match_slot",
-                     "match_period"):
+                     "match_period", "covariate_window"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"{name}: expected a finite number, got {value!r}")
@@ -58,6 +66,11 @@ class CanaryConfig:
             raise ValueError(f"min_relative_drop: must be in (0, 1), got {self.min_relative_drop!r}")
         if self.baseline_window <= 0.0:
             raise ValueError(f"baseline_window: must be > 0 seconds, got {self.baseline_window!r}")
+        if self.covariate_window <= 0.0:
+            raise ValueError(f"covariate_window: must be > 0 seconds, got {self.covariate_window!r}")
+        least = self.covariate_min_sessions
+        if isinstance(least, bool) or not isinstance(least, int) or least < 1:
+            raise ValueError(f"covariate_min_sessions: expected an integer ≥ 1, got {least!r}")
         if self.match_slot <= 0.0:
             raise ValueError(f"match_slot: must be > 0 seconds, got {self.match_slot!r}")
         if self.match_period < self.match_slot:

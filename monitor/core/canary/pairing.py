@@ -45,18 +45,20 @@ of labels already counted is judged on the corrected data at every look.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
+from monitor.core.canary.adjusted import CovariateSums, adjusted_mean_paths
 from monitor.core.canary.compare import Verdict, VerdictName, decide, reason
 from monitor.core.canary.config import CanaryConfig
 from monitor.core.canary.estimates import METRICS, LogStatistic, log_statistic
 from monitor.core.canary.matched import fields_of, matched_paths
 from monitor.core.canary.paths import INCONCLUSIVE, PASS, REGRESSION, LogPath, sticky_path, verdict_path
 from monitor.core.events import BUCKETS, Deploy
-from monitor.core.stream.history import History
+from monitor.core.stream.history import History, split_query
 from monitor.core.stream.session import split_group
 from monitor.core.stream.stats import Stats, add
 
@@ -119,7 +121,8 @@ def first_epoch(history: History, deploys: Sequence[Deploy], config: CanaryConfi
     starts = [d.ts for d in every if d.kind == "canary_start"]
     starts.extend(d.ts - config.baseline_window for d in every if d.kind == "deploy" and d.previous)
     starts.extend(first for (arm, _), (first, _) in history.seen.items() if arm == "canary")
-    return history.epoch(min(starts)) if starts else None
+    before = config.covariate_window if config.adjust_queries else 0.0  # the covariate's own history
+    return history.epoch(min(starts) - before) if starts else None
 
 
 def comparisons(history: History, deploys: Sequence[Deploy], config: CanaryConfig) -> list[Comparison]:
@@ -153,6 +156,73 @@ def _epochs(history: History, bucket: str, wanted: Callable[[str, str], bool], f
             if group_bucket == bucket and wanted(ranker, variant):
                 add(out.setdefault(index, {}), stats)
     return out
+
+
+QueryEpochs = dict[int, dict[str, Stats]]  # epoch index -> query key -> n, x, xx of one arm's sessions
+
+
+@dataclass(frozen=True)
+class Adjustment:
+    """What the adjustment for query difficulty of one pair reads: each arm's sessions per epoch and
+    query (DCG sums ``n``, ``x``, ``xx``) and each query's covariate (:func:`covariates`)."""
+
+    baseline: QueryEpochs
+    candidate: QueryEpochs
+    covariate: Mapping[str, float]
+
+
+def _query_epochs(history: History, bucket: str, wanted: Callable[[str, str], bool], first: int | None = None,
+                  last: int | None = None) -> QueryEpochs:
+    """As :func:`_epochs`, per query: epoch → query key → the summed DCG sums of its sessions there."""
+    out: QueryEpochs = {}
+    for index, keys in history.queries.items():
+        if (first is not None and index < first) or (last is not None and index > last):
+            continue
+        for key, stats in keys.items():
+            group, query = split_query(key)
+            group_bucket, ranker, variant = split_group(group)
+            if group_bucket == bucket and wanted(ranker, variant):
+                add(out.setdefault(index, {}).setdefault(query, {}), stats)
+    return out
+
+
+def covariates(history: History, start: int, config: CanaryConfig) -> dict[str, float]:
+    """Query key → its mean DCG@k over the scored sessions (any bucket, ranker and arm) of the
+    ``covariate_window`` before epoch ``start`` (the epochs ``start − window / width`` … ``start − 1``), for
+    the queries with at least ``covariate_min_sessions`` of them: fixed before the comparison starts."""
+    span = max(1, round(config.covariate_window / history.width))
+    sums: dict[str, list[float]] = {}
+    for index, keys in history.queries.items():
+        if not start - span <= index < start:
+            continue
+        for key, stats in keys.items():
+            total = sums.setdefault(split_query(key)[1], [0.0, 0.0])
+            total[0] += stats.get("n", 0.0)
+            total[1] += stats.get("x", 0.0)
+    return {query: x / n for query, (n, x) in sums.items()
+            if round(n) >= config.covariate_min_sessions and round(n) > 0}
+
+
+def _with_covariate(by_query: Mapping[str, Stats], covariate: Mapping[str, float]) -> np.ndarray:
+    """Over an epoch's sessions whose query has a covariate c: n, Σx, Σx², Σc, Σc², Σxc."""
+    out = np.zeros(6)
+    for query, stats in by_query.items():
+        c = covariate.get(query)
+        if c is not None:
+            n, x = stats.get("n", 0.0), stats.get("x", 0.0)
+            out += (n, x, stats.get("xx", 0.0), n * c, n * c * c, x * c)
+    return out
+
+
+def _covariate_sums(plain: np.ndarray, with_c: np.ndarray) -> CovariateSums:
+    """An arm's :class:`CovariateSums` from its DCG sums (sessions, Σx, Σx²: every session) and those of
+    its sessions with a covariate; the rest are the sessions without (counts rounded: a session taken
+    back and re-added leaves float dust)."""
+    n0 = np.round(plain[..., 0] - with_c[..., 0])
+    some = n0 > 0
+    x0 = np.where(some, plain[..., 1] - with_c[..., 1], 0.0)
+    xx0 = np.where(some, np.maximum(plain[..., 2] - with_c[..., 2], 0.0), 0.0)
+    return CovariateSums.of(*(with_c[..., i] for i in range(6)), np.maximum(n0, 0.0), x0, xx0)
 
 
 def _total(epochs: Epochs) -> Stats:
@@ -191,28 +261,46 @@ def _statistic(path: LogPath, stats: Stats, metric: str) -> LogStatistic:
 
 
 def judge(baseline: Epochs, candidate: Epochs, looks: Sequence[int], grows: bool,
-          stratum: Callable[[int], int], metric: str, config: CanaryConfig, history: History) -> Verdict:
+          stratum: Callable[[int], int], metric: str, config: CanaryConfig, history: History,
+          adjust: Adjustment | None = None) -> Verdict:
     """The verdict of ``candidate`` against ``baseline`` (epoch → stats) on ``metric`` (module docstring):
     a look after each epoch of ``looks`` (sorted); the baseline's epochs enter at their look when it
-    ``grows`` (a canary's control), all at once otherwise (a deploy's baseline)."""
+    ``grows`` (a canary's control), all at once otherwise (a deploy's baseline). With ``adjust`` (and
+    queries with a covariate) the DCG comparison is adjusted for query difficulty (:mod:`.adjusted`)."""
     indices = list(looks) or [0]
     strata = sorted({stratum(e) for e in [*indices, *baseline, *candidate]})
     where = {s: j for j, s in enumerate(strata)}
-    width = 3 if metric == "dcg" else 6
-    base = np.zeros((len(indices), len(strata), width))
-    cand = np.zeros((len(indices), len(strata), width))
     position = {e: i for i, e in enumerate(indices)}
-    for e, stats in candidate.items():
-        if e in position:
-            cand[position[e], where[stratum(e)]] += fields_of(stats, metric)
-    for e, stats in baseline.items():
-        if grows and e in position:
-            base[position[e], where[stratum(e)]] += fields_of(stats, metric)
-        elif not grows:
-            base[0, where[stratum(e)]] += fields_of(stats, metric)
-    np.cumsum(cand, axis=0, out=cand)
-    np.cumsum(base, axis=0, out=base)
-    base_path, cand_path = matched_paths(base, cand, metric)
+
+    def place(epochs: Mapping[int, Mapping[str, Any]], values: Callable[[Mapping[str, Any]], Any],
+              width: int, growing: bool) -> np.ndarray:
+        """Per (look, stratum): the cumulative sum of ``values`` over the arm's epochs seen by then."""
+        out = np.zeros((len(indices), len(strata), width))
+        for e, item in epochs.items():
+            if growing and e in position:
+                out[position[e], where[stratum(e)]] += values(item)
+            elif not growing:
+                out[0, where[stratum(e)]] += values(item)
+        np.cumsum(out, axis=0, out=out)
+        return out
+
+    width = 3 if metric == "dcg" else 6
+    base = place(baseline, lambda stats: fields_of(stats, metric), width, grows)
+    cand = place(candidate, lambda stats: fields_of(stats, metric), width, True)
+    share = None
+    if metric == "dcg" and adjust is not None and adjust.covariate:
+        def covariate_values(by_query: Mapping[str, Any]) -> np.ndarray:
+            return _with_covariate(by_query, adjust.covariate)
+
+        base_c = place(adjust.baseline, covariate_values, 6, grows)
+        cand_c = place(adjust.candidate, covariate_values, 6, True)
+        base_path, cand_path = adjusted_mean_paths(_covariate_sums(base, base_c),
+                                                   _covariate_sums(cand, cand_c))
+        sessions = float(base[-1, :, 0].sum() + cand[-1, :, 0].sum())
+        share = float(base_c[-1, :, 0].sum() + cand_c[-1, :, 0].sum()) / sessions if sessions > 0 else 0.0
+        share = min(max(share, 0.0), 1.0) if share > 0 else None  # None: nothing to adjust with
+    else:
+        base_path, cand_path = matched_paths(base, cand, metric)
     path = verdict_path(base_path, cand_path, config)
     if config.sticky:
         path = sticky_path(path, config)
@@ -227,22 +315,39 @@ def judge(baseline: Epochs, candidate: Epochs, looks: Sequence[int], grows: bool
         changed_at = min(begins + history.width, max(latest, begins))
     resets = int(path.resets[-1])
     if not config.sticky or not bool(path.eligible[-1]):
-        return replace(raw, changes=changes, changed_at=changed_at, resets=resets)
+        return replace(raw, changes=changes, changed_at=changed_at, resets=resets, adjusted=share)
     name = CODE_NAMES[int(path.code[-1])]
     estimate, lower, upper = (float(a[-1]) for a in (path.estimate, path.lower, path.upper))
     looked = int(np.count_nonzero(path.eligible))
     held = "" if looked <= 1 else f" kept over {looked} looks" + (f" (restarted {resets}×)" if resets else "")
     return replace(raw, verdict=name, estimate=estimate, lower=lower, upper=upper,
                    reason=reason(name, estimate, upper, config, held), changes=changes, changed_at=changed_at,
-                   resets=resets)
+                   resets=resets, adjusted=share)
 
 
 def _pair(bucket: str, kind: str, names: tuple[str, str], baseline: Epochs, candidate: Epochs,
-          looks: Sequence[int], history: History, config: CanaryConfig) -> list[Comparison]:
+          looks: Sequence[int], history: History, config: CanaryConfig,
+          adjust: Adjustment | None = None) -> list[Comparison]:
     stratum = _stratum(history, kind, config)
     return [Comparison(bucket, metric, kind, names[0], names[1],
-                       judge(baseline, candidate, looks, kind == "canary", stratum, metric, config, history))
+                       judge(baseline, candidate, looks, kind == "canary", stratum, metric, config, history,
+                             adjust))
             for metric in METRICS]
+
+
+Wanted = Callable[[str, str], bool]
+Span = tuple[int | None, int | None]
+
+
+def _adjustment(history: History, bucket: str, arms: tuple[Wanted, Wanted], periods: tuple[Span, Span],
+                start: int | None, config: CanaryConfig) -> Adjustment | None:
+    """The pair's :class:`Adjustment` (baseline's and candidate's selection and epochs; ``start``: the
+    comparison's first epoch), None when it is off or there is no query history."""
+    if not config.adjust_queries or not history.queries or start is None:
+        return None
+    return Adjustment(_query_epochs(history, bucket, arms[0], *periods[0]),
+                      _query_epochs(history, bucket, arms[1], *periods[1]),
+                      covariates(history, start, config))
 
 
 def _canaries(bucket: str, history: History, events: Sequence[tuple[Order, Deploy]],
@@ -276,10 +381,15 @@ def _canaries(bucket: str, history: History, events: Sequence[tuple[Order, Deplo
         def is_canary(r: str, variant: str, name: str = ranker) -> bool:
             return r == name and variant == "canary"
 
+        def is_control(r: str, variant: str, name: str = baseline) -> bool:
+            return r == name and variant == "control"
+
         canary = _epochs(history, bucket, is_canary, first)
         looks = sorted({*controls[baseline], *canary})
+        adjust = _adjustment(history, bucket, (is_control, is_canary), ((first, None), (first, None)),
+                             first if first is not None else min(looks, default=None), config)
         out.extend(_pair(bucket, "canary", (baseline, ranker), controls[baseline], canary, looks, history,
-                         config))
+                         config, adjust))
     return out
 
 
@@ -308,6 +418,12 @@ def _deploys(bucket: str, history: History, events: Sequence[tuple[Order, Deploy
         baseline = _plain(history, bucket, previous, back, epoch)
         if candidate is None and baseline is None:
             continue
+
+        def plain(name: str) -> Callable[[str, str], bool]:
+            return lambda r, variant: r == name and variant in PLAIN_VARIANTS
+
+        adjust = _adjustment(history, bucket, (plain(previous), plain(ranker)),
+                             ((back, epoch), (epoch, None)), back, config)
         out.extend(_pair(bucket, "deploy", (previous, ranker), baseline or {}, candidate or {},
-                         sorted(candidate or {}), history, config))
+                         sorted(candidate or {}), history, config, adjust))
     return out

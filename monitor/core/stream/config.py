@@ -54,6 +54,7 @@ class StreamConfig:
     max_closes_per_step: int = 200
     epoch: float = 900.0                 # canary history: session statistics summed per epoch of this width
     history: float = 7 * 86400.0         # ... kept this long (the oldest deploy a comparison can reach)
+    query_history: bool = True           # ... and each query's DCG per epoch (query-difficulty adjustment)
 
     def __post_init__(self) -> None:
         _per_bucket("k", self.k, 1)
@@ -64,6 +65,8 @@ class StreamConfig:
         if not isinstance(self.share_session_grades, bool):
             raise ConfigError("share_session_grades must be true or false, "
                               f"got {self.share_session_grades!r}")
+        if not isinstance(self.query_history, bool):
+            raise ConfigError(f"query_history must be true or false, got {self.query_history!r}")
         if self.budget_unit not in BUDGET_UNITS:
             raise ConfigError(f"budget_unit must be one of {', '.join(BUDGET_UNITS)}, "
                               f"got {self.budget_unit!r}")

@@ -57,11 +57,15 @@ def merge_seen(parts: Iterable[Mapping[tuple[str, str], tuple[float, float]]]) -
 @dataclass(frozen=True)
 class History:
     """``epochs``: epoch index → group (``bucket|ranker|variant``) → net stats of its sessions (those
-    loaded: a reader may load only the epochs it needs); ``seen``: (arm, ranker) → (first, last) time."""
+    loaded: a reader may load only the epochs it needs); ``seen``: (arm, ranker) → (first, last) time;
+    ``queries``: epoch index → ``group|query key`` → the DCG of that query's scored sessions in it, ``n``,
+    ``x`` (Σ DCG), ``xx`` (Σ DCG²): what the canary's adjustment for query difficulty reads
+    (``StreamConfig.query_history``; empty without it, and the comparisons are then unadjusted)."""
 
     width: float
     epochs: Mapping[int, Mapping[str, Stats]]
     seen: Mapping[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+    queries: Mapping[int, Mapping[str, Stats]] = field(default_factory=dict)
 
     def epoch(self, ts: float) -> int:
         return epoch_of(ts, self.width)
@@ -80,6 +84,12 @@ class History:
 def add_epoch(epochs: dict[int, dict[str, Stats]], ts: float, width: float, group: str,
               delta: Mapping[str, float]) -> None:
     add(epochs.setdefault(epoch_of(ts, width), {}).setdefault(group, {}), delta)
+
+
+def split_query(key: str) -> tuple[str, str]:
+    """``group|query key`` → (group, query key)."""
+    group, _, query = key.rpartition("|")
+    return group, query
 
 
 def prune_epochs(epochs: dict[int, dict[str, Stats]], watermark: float, width: float,

@@ -131,6 +131,7 @@ class Transition:
     deadlines: dict[str, float] = field(default_factory=dict)
     drop_deadlines: list[str] = field(default_factory=list)
     deltas: list[tuple[float, str, Stats]] = field(default_factory=list)  # (event ts, group, stats)
+    query_deltas: list[tuple[float, str, Stats]] = field(default_factory=list)  # (ts, group|query, n x xx)
     counters: list[tuple[str, str, float]] = field(default_factory=list)  # (group or "", name, delta)
     sketch: list[tuple[int, str]] = field(default_factory=list)           # (slice, cell field) += 1
     budget: tuple[str, int, float] | None = None                          # (bucket, period, amount) += amount
@@ -193,6 +194,7 @@ def _score(record: SessionRecord, scale: Scale, now: float, out: Transition) -> 
     new["join_lag"] = max(record.scored_at - record.ts, 0.0)
     record.status, record.contribution = "scored", new
     out.deltas.append((record.ts, record.group, new))
+    _query_delta(record, new, 1.0, out)
 
 
 def _expire(record: SessionRecord, out: Transition) -> None:
@@ -208,6 +210,16 @@ def _take_back(record: SessionRecord, out: Transition) -> None:
     if record.contribution is not None:
         out.deltas.append((record.ts, record.group, negated(record.contribution)))
         out.counters.append((record.group, "rescored", 1.0))
+        _query_delta(record, record.contribution, -1.0, out)
+
+
+def _query_delta(record: SessionRecord, contribution: Stats, sign: float, out: Transition) -> None:
+    """A scored session's DCG in its query's history (``History.queries``: the canary's adjustment for
+    query difficulty); an expired session has none."""
+    if contribution.get("sessions", 0.0) > 0:
+        out.query_deltas.append((record.ts, f"{record.group}|{record.query_key}",
+                                 {"n": sign, "x": sign * contribution["dcg"],
+                                  "xx": sign * contribution["dcg_sq"]}))
 
 
 def _sampled(bucket: str, loaded: Loaded, config: StreamConfig, partitions: int) -> bool:
