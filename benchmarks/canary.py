@@ -34,7 +34,10 @@ monitoring). Scenarios, all on DCG:
 * **after**: time-matched (:func:`~monitor.core.canary.paths.matched_mean_path`: strata are the hour
   since the canary's start, or the hour of day for a deploy; the baseline reweighted to the candidate's
   mix), :func:`~monitor.core.canary.paths.effect_verdict_path`, and sticky
-  (:func:`~monitor.core.canary.paths.sticky_path`: the running intersection over the looks).
+  (:func:`~monitor.core.canary.paths.sticky_path`: the running intersection over the looks);
+* **adjusted** (deploys): "after" plus the adjustment for query difficulty the stream now applies
+  (:mod:`monitor.core.canary.adjusted`): each query's mean DCG over a further day of the previous
+  ranker's sessions, the day before the baseline's, is the covariate.
 
 Printed per cell and method: the share of runs called "regression" at some look (A/A: false alarms),
 median and p90 sessions per arm (and hours) until it, the share reaching "pass" within 20,000 sessions
@@ -66,6 +69,7 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.core.canary import CanaryConfig
+from monitor.core.canary.adjusted import CovariateSums, adjusted_mean_path
 from monitor.core.canary.paths import (
     PASS,
     REGRESSION,
@@ -195,26 +199,58 @@ def canary_job(job: Job) -> dict[str, dict[str, npt.NDArray[np.generic]]]:
     return {"before": outcomes(before, sessions), "after": outcomes(after, sessions)}
 
 
+def _covariate_sums(x: FloatArray, c: FloatArray) -> FloatArray:
+    """The nine :class:`CovariateSums` fields summed over the last axis (sessions): with a covariate (c
+    finite) n, Σx, Σx², Σc, Σc², Σxc; without, n₀, Σx₀, Σx₀²; stacked on a new first axis."""
+    has = np.isfinite(c)
+    c0 = np.where(has, c, 0.0)
+    xw, xo = np.where(has, x, 0.0), np.where(has, 0.0, x)
+    return np.stack([has.sum(axis=-1), xw.sum(axis=-1), (xw * xw).sum(axis=-1), c0.sum(axis=-1),
+                     (c0 * c0).sum(axis=-1), (xw * c0).sum(axis=-1), (~has).sum(axis=-1), xo.sum(axis=-1),
+                     (xo * xo).sum(axis=-1)]).astype(np.float64)
+
+
 def deploy_job(job: Job) -> dict[str, dict[str, npt.NDArray[np.generic]]]:
     """Deploys at each of DEPLOY_HOURS: the previous ranker's day before against the new one's day after
-    (A/A), a look per epoch for DEPLOY_SPAN hours."""
+    (A/A), a look per epoch for DEPLOY_SPAN hours. "adjusted": "after" plus the adjustment for query
+    difficulty as the stream does it (each query's mean DCG over a further day of the previous ranker,
+    the day before the baseline's, as the covariate; drawn from its own random numbers, so "before" and
+    "after" are the same draws as without it)."""
     world = WORLDS[(job.bucket, job.dip)]
     rng = np.random.default_rng(job.seed)
-    runs = job.runs
+    history_rng = np.random.default_rng([job.seed, 1])
+    runs, queries = job.runs, world.settings.queries
     day = np.arange(HOURS)
     # the previous ranker: BUDGET sessions in each hour of day (per run and hour: count, Σx, Σx²)
     sb, qb = np.zeros((runs, HOURS)), np.zeros((runs, HOURS))
     # the new ranker: per run, hour of day and look within the hour (Σx, Σx²)
     sc, qc = np.zeros((runs, HOURS, LOOKS_PER_HOUR)), np.zeros((runs, HOURS, LOOKS_PER_HOUR))
+    # the same sessions' covariate sums (9 fields first)
+    cb, cc = np.zeros((9, runs, HOURS)), np.zeros((9, runs, HOURS, LOOKS_PER_HOUR))
     block = max(1, CHUNK // (HOURS * BUDGET))
+    dcg = world.outcomes.dcg.ravel()
     for a in range(0, runs, block):
         b = min(runs, a + block)
         shape = (b - a, HOURS, BUDGET)
         hours = np.broadcast_to(day[None, :, None], shape)
-        x = world.draw_dcg(rng, hours, np.zeros(shape, dtype=bool))
+        plain = np.zeros(shape, dtype=bool)
+        # the covariate's day: each query's mean DCG over the previous ranker's sessions (NaN: none)
+        flat, query = world.sample(history_rng, hours, plain)
+        key = (np.arange(b - a)[:, None, None] * queries + query).ravel()
+        n = np.bincount(key, minlength=(b - a) * queries)
+        total = np.bincount(key, weights=dcg[flat].ravel(), minlength=(b - a) * queries)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            covariate = np.where(n > 0, total / np.maximum(n, 1), np.nan).reshape(b - a, queries)
+        rows = np.arange(b - a)[:, None, None]
+        flat, query = world.sample(rng, hours, plain)
+        x = dcg[flat]
         sb[a:b], qb[a:b] = x.sum(axis=2), (x * x).sum(axis=2)
-        x = world.draw_dcg(rng, hours, np.zeros(shape, dtype=bool)).reshape(b - a, HOURS, LOOKS_PER_HOUR, -1)
-        sc[a:b], qc[a:b] = x.sum(axis=3), (x * x).sum(axis=3)
+        cb[:, a:b] = _covariate_sums(x, covariate[rows, query])
+        flat, query = world.sample(rng, hours, plain)
+        x, c = dcg[flat], covariate[rows, query]
+        shaped = (b - a, HOURS, LOOKS_PER_HOUR, -1)
+        sc[a:b], qc[a:b] = x.reshape(shaped).sum(axis=3), (x * x).reshape(shaped).sum(axis=3)
+        cc[:, a:b] = _covariate_sums(x.reshape(shaped), c.reshape(shaped))
     looks = DEPLOY_SPAN * LOOKS_PER_HOUR
     nb = np.full((runs, 1, HOURS), float(BUDGET))
     out: dict[str, dict[str, npt.NDArray[np.generic]]] = {}
@@ -232,8 +268,14 @@ def deploy_job(job: Job) -> dict[str, dict[str, npt.NDArray[np.generic]]]:
         effect = matched_mean_path(nb, sb[:, None, :], qb[:, None, :],
                                    *(by_stratum(v, strata, HOURS) for v in (n_look, s_look, q_look)))
         after = sticky_path(effect_verdict_path(effect, job.config), job.config)
+        cand_sums = CovariateSums.of(*(by_stratum(f[:, order, :].reshape(runs, looks), strata, HOURS)
+                                       for f in cc))
+        base_sums = CovariateSums.of(*(np.broadcast_to(f[:, None, :], (runs, looks, HOURS)) for f in cb))
+        adjusted = sticky_path(effect_verdict_path(adjusted_mean_path(base_sums, cand_sums), job.config),
+                               job.config)
         out[f"before@{deployed}"] = outcomes(before, cand[0])
         out[f"after@{deployed}"] = outcomes(after, cand[0])
+        out[f"adjusted@{deployed}"] = outcomes(adjusted, cand[0])
     return out
 
 
@@ -336,16 +378,18 @@ def print_deploy(cells: Cells, runs: int) -> None:
     print(f"## Deploy, A/A ({BUDGET:,} labelled sessions per hour; baseline: the previous ranker's "
           f"{BUDGET * 24:,} sessions of the 24 h before the deploy; candidate: the new ranker's sessions "
           f"from the deploy on, a look every {STREAM.epoch / 60:.0f} min for {DEPLOY_SPAN} h)\n")
-    print("| bucket | night dip | deploy at (UTC) | deploys | false regression: before | after | "
+    print("| bucket | night dip | deploy at (UTC) | deploys | false regression: before | after | adjusted | "
           "first false alarm, hours after the deploy (median): before | after | pass within 24 h: before | "
-          "after | verdict changes (mean): before | after |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "after | adjusted | verdict changes (mean): before | after |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (bucket, dip), result in cells.items():
         for deployed in DEPLOY_HOURS:
             b, a = result[f"before@{deployed}"], result[f"after@{deployed}"]
+            j = result[f"adjusted@{deployed}"]
             print(f"| {bucket} | {dip:.0%} | {deployed:02d}:00 | {runs} | {share(b['reg'] != NEVER)} | "
-                  f"{share(a['reg'] != NEVER)} | {hours_of(b['reg'])} | {hours_of(a['reg'])} | "
-                  f"{share(b['pass'] != NEVER)} | {share(a['pass'] != NEVER)} | "
+                  f"{share(a['reg'] != NEVER)} | {share(j['reg'] != NEVER)} | {hours_of(b['reg'])} | "
+                  f"{hours_of(a['reg'])} | {share(b['pass'] != NEVER)} | {share(a['pass'] != NEVER)} | "
+                  f"{share(j['pass'] != NEVER)} | "
                   f"{b['changes'].astype(float).mean():.2f} | {a['changes'].astype(float).mean():.2f} |")
     print()
 
