@@ -21,7 +21,7 @@ from pathlib import Path
 
 from monitor.services.install import BINARIES_OF, ensure_binaries, ensure_kafka_jars, kafka_libs
 from monitor.services.kafka import KAFKA_VERSION
-from monitor.services.label_studio import ensure_label_studio, label_studio_binary
+from monitor.services.label_studio import ensure_browser, ensure_label_studio, label_studio_binary
 from monitor.services.ports import free_port
 from monitor.services.process import ServiceError
 from monitor.services.stack import (
@@ -119,6 +119,7 @@ def _install(args: argparse.Namespace) -> int:
     ensure_binaries([binary for name in args.only for binary in BINARIES_OF[name]], _echo)
     print("Debian packages: all present")
     if "label-studio" in args.only:
+        ensure_browser(_echo)  # the labelling page's screenshot test (docs/annotate.md)
         installed = ensure_label_studio(_echo)
         print(f"Label Studio: {'installed' if installed else 'present'}, {label_studio_binary()}")
     if "kafka" in args.only:

@@ -41,6 +41,8 @@ PACKAGE_OF: dict[str, str] = {
     "prometheus-alertmanager": "prometheus-alertmanager",
     "amtool": "prometheus-alertmanager",
     "openssl": "openssl",  # the throwaway CA and certificates of the secured servers (tls.py)
+    "chromium": "chromium",  # headless: the screenshot of Label Studio's labelling page (docs/annotate.md)
+    "fc-list": "fontconfig",  # which fonts cover Chinese, for that screenshot
 }
 
 #: The binaries each server needs.

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
-from monitor.services.install import REPO_ROOT
+from monitor.services.install import REPO_ROOT, ensure_binaries, install_packages
 from monitor.services.ports import LOOPBACK
 from monitor.services.process import ServerProcess, ServiceError
 from monitor.services.server import LocalServer, http_ok
@@ -62,6 +62,18 @@ def ensure_label_studio(echo: Callable[[str], None] = lambda _: None) -> bool:
         if done.returncode != 0:
             raise ServiceError(f"{what} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return True
+
+
+def ensure_browser(echo: Callable[[str], None] = lambda _: None) -> None:
+    """Headless Chromium and a font for Chinese (the grades 高/中/低/无, the queries), from Debian's
+    packages: the screenshot of the labelling page (tests/integration/test_annotate_screenshot.py)."""
+    ensure_binaries(["chromium", "fc-list"], echo)
+    try:
+        listed = subprocess.run(["fc-list", ":lang=zh"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise ServiceError(f"fc-list: {error}") from None
+    if not listed.stdout.strip():
+        install_packages(["fonts-wqy-microhei"], echo)
 
 
 def label_studio_binary() -> str:
