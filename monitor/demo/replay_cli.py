@@ -5,6 +5,12 @@ Each line is one event value as a producer sends it (what ``monitor demo --write
 that is not a routable event stops the replay with FILE:LINE and the reason (exit status 2); an invalid
 event payload becomes a dead letter counted by reason, as in the worker. Sessions still waiting for labels
 at the end of the file are closed (scored if covered enough, else expired).
+
+``--config FILE`` reads the worker's TOML settings file (docs/worker.md): its ``[stream]`` settings (k,
+windows, budget, …), grade scale, canary settings and ranker cap, so a day of production events replayed
+with production settings gives the worker's numbers (environment variables are not read). ``--port``
+serves ``/metrics`` on 127.0.0.1 during the replay and, after the summary, until Ctrl-C (or for
+``--hold`` seconds).
 """
 
 from __future__ import annotations
@@ -13,10 +19,11 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from monitor.core.grades import SEED_SCALE, Scale
 from monitor.core.stream.config import StreamConfig
 from monitor.demo.canary import AlertNote, Judge
 from monitor.demo.cli import add_budget_options
@@ -36,6 +43,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--record", type=Path, metavar="FILE",
                         help="write the run's time series (input of monitor report)")
     add_budget_options(parser)
+    parser.add_argument("--config", type=Path, metavar="FILE",
+                        help="the worker's TOML settings file: [stream] settings, scale, canary settings "
+                             "(instead of --budget/--budget-unit)")
+    parser.add_argument("--port", type=int, metavar="PORT",
+                        help="serve /metrics on 127.0.0.1 at this port (0 picks a free one) during the "
+                             "replay and after it, until Ctrl-C")
+    parser.add_argument("--hold", type=float, metavar="SECONDS",
+                        help="with --port: keep serving this long after the summary (default: until Ctrl-C)")
     return parser
 
 
@@ -66,13 +81,16 @@ class ProgressBar:
 
 
 def replay(path: Path, judge: Judge, err: TextIO, progress: bool | None = None,
-           config: StreamConfig | None = None) -> tuple[Engine, bool, float]:
-    """Feed the file through a fresh engine (``config``: the stream's settings, by default the demo's);
-    returns it, whether Ctrl-C stopped it, and the wall seconds. Raises :class:`LineError` at the first
-    line that is not a routable event."""
+           config: StreamConfig | None = None, scale: Scale = SEED_SCALE,
+           on_engine: Callable[[Engine], None] | None = None) -> tuple[Engine, bool, float]:
+    """Feed the file through a fresh engine (``config``: the stream's settings, by default the demo's;
+    ``on_engine`` sees it before the first event); returns it, whether Ctrl-C stopped it, and the wall
+    seconds. Raises :class:`LineError` at the first line that is not a routable event."""
     config = config or stream_config()
     engine = Engine(judge, config, {"command": "replay", "file": str(path), "budget": dict(config.budget),
-                                    "budget_unit": config.budget_unit})
+                                    "budget_unit": config.budget_unit}, scale=scale)
+    if on_engine is not None:
+        on_engine(engine)
     try:
         size = path.stat().st_size
     except OSError as error:
@@ -104,34 +122,93 @@ def replay(path: Path, judge: Judge, err: TextIO, progress: bool | None = None,
     return engine, interrupted, time.monotonic() - started
 
 
+def _settings(args: argparse.Namespace) -> tuple[StreamConfig, Judge, Scale, tuple[int, int]]:
+    """The stream's settings, the canary judge, the grade scale and the label caps of this replay: the
+    worker's settings file with ``--config``, else the demo's with ``--budget``/``--budget-unit``."""
+    from monitor.demo.canary import CanaryJudge, make_judge
+
+    if args.config is None:
+        return stream_config(args.budget, args.budget_unit), make_judge(), SEED_SCALE, (10, 5)
+    if args.budget is not None or args.budget_unit != "sessions":
+        raise ValueError("--config: give the budget in the settings file's [stream] table, not with --budget")
+    from monitor.worker.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings({}, args.config)
+    except SettingsError as error:
+        raise ValueError(f"--config: {error}") from None
+    judge = CanaryJudge(settings.canary(), settings.alerts())
+    return settings.stream, judge, settings.grade_scale(), (settings.max_rankers, settings.max_variants)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from monitor.demo.canary import make_judge
+    from monitor.demo.canary import collectors
+    from monitor.demo.server import MetricsServer
 
     if args.record is not None and not args.record.resolve().parent.is_dir():
         sys.stderr.write(f"monitor replay: error: --record: the folder of {args.record} does not exist\n")
         return 2
+    if args.hold is not None and (args.port is None or not args.hold >= 0):
+        sys.stderr.write("monitor replay: error: --hold: needs --port and a number of seconds ≥ 0\n")
+        return 2
     try:
-        config = stream_config(args.budget, args.budget_unit)
+        config, judge, scale, caps = _settings(args)
     except ValueError as error:
-        sys.stderr.write(f"monitor replay: error: --budget: {error}\n")
+        message = str(error) if str(error).startswith("--") else f"--budget: {error}"
+        sys.stderr.write(f"monitor replay: error: {message}\n")
         return 2
+    servers: list[MetricsServer] = []
+
+    def serve(engine: Engine) -> None:
+        if args.port is not None:
+            servers.append(MetricsServer(collectors(engine, *caps), args.port))
+            sys.stderr.write(f"metrics url: {servers[0].url}\n")
+            sys.stderr.flush()
+
     try:
-        engine, interrupted, wall = replay(args.file, make_judge(), sys.stderr, config=config)
-    except LineError as error:
-        sys.stderr.write(f"monitor replay: error: {error}\n")
-        return 2
-    extra = {"record": str(args.record)} if args.record else {}
-    summary = build_summary(engine, "replay", wall, interrupted, events_file=str(args.file), **extra)
-    if args.record is not None:
-        engine.recording.summary = summary
         try:
-            engine.recording.write(args.record)
-        except OSError as error:
-            sys.stderr.write(f"monitor replay: error: cannot write {args.record}: {error.strerror}\n")
+            engine, interrupted, wall = replay(args.file, judge, sys.stderr, config=config, scale=scale,
+                                               on_engine=serve)
+        except LineError as error:
+            sys.stderr.write(f"monitor replay: error: {error}\n")
+            return 2
+        except OSError as error:  # the port is taken
+            sys.stderr.write(f"monitor replay: error: --port {args.port}: {error.strerror or error}\n")
             return 1
-    if args.json:
-        sys.stdout.write(json.dumps(summary, ensure_ascii=False, indent=2) + "\n")
-    else:
-        sys.stdout.write(render_summary(summary))
-    return 0
+        extra = {"record": str(args.record)} if args.record else {}
+        if servers:
+            extra["metrics_url"] = servers[0].url
+        summary = build_summary(engine, "replay", wall, interrupted, events_file=str(args.file), **extra)
+        if args.record is not None:
+            engine.recording.summary = summary
+            try:
+                engine.recording.write(args.record)
+            except OSError as error:
+                sys.stderr.write(f"monitor replay: error: cannot write {args.record}: {error.strerror}\n")
+                return 1
+        if args.json:
+            sys.stdout.write(json.dumps(summary, ensure_ascii=False, indent=2) + "\n")
+        else:
+            sys.stdout.write(render_summary(summary))
+        sys.stdout.flush()
+        if servers and not interrupted:
+            hold = "until Ctrl-C" if args.hold is None else f"for {args.hold:g} s"
+            sys.stderr.write(f"serving {servers[0].url} {hold}\n")
+            sys.stderr.flush()
+            _hold(args.hold)
+        return 0
+    finally:
+        for server in servers:
+            server.close()
+
+
+def _hold(seconds: float | None) -> None:
+    """Wait ``seconds`` (None: until Ctrl-C), returning early on Ctrl-C."""
+    deadline = None if seconds is None else time.monotonic() + seconds
+    with stop_on_sigint() as stop:
+        try:
+            while not stop.stopped and (deadline is None or time.monotonic() < deadline):
+                time.sleep(0.1 if deadline is None else max(0.0, min(0.1, deadline - time.monotonic())))
+        except KeyboardInterrupt:
+            pass

@@ -111,3 +111,97 @@ def test_read_events_routes_by_type_and_keys_like_the_simulator(tmp_path: Path) 
     assert [(x.number, x.topic, x.key) for x in lines] == [
         (1, "deploys", b"r1"), (2, "impressions", b"s-1"), (3, "annotations", b"q")]
     assert lines[-1].end == path.stat().st_size
+
+
+SETTINGS_TOML = """
+scale = "无=0,低=1,中=3,高=7@中"
+max_rankers = 3
+canary_alpha = 0.01
+[stream]
+k = {head = 5, torso = 4, tail = 3}
+budget = {head = 40.0, torso = 40.0, tail = 40.0}
+join_window = 1800
+"""
+
+
+def test_a_replay_with_the_workers_settings_file_runs_the_core_with_them(
+        demo: tuple[DemoResult, Path], tmp_path: Path) -> None:
+    """``--config``: the worker's TOML (k, budget, windows, scale, canary) gives the numbers of the core
+    run with exactly those settings, computed here without the CLI."""
+    from monitor.core.grades import parse_scale
+    from monitor.core.stream.config import StreamConfig
+    from monitor.pipeline.memory import MemoryPipeline
+
+    _, tmp = demo
+    events = tmp / "events.jsonl"
+    config = write(tmp_path / "worker.toml", [SETTINGS_TOML])
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert replay_cli.main([str(events), "--json", "--config", str(config)]) == 0
+    summary = json.loads(out.getvalue())
+    stream = StreamConfig(k={"head": 5, "torso": 4, "tail": 3}, budget={"head": 40.0, "torso": 40.0, "tail": 40.0},
+                          join_window=1800)
+    pipeline = MemoryPipeline(stream, parse_scale("无=0,低=1,中=3,高=7@中"))
+    for line in read_events(events):
+        pipeline.submit(line.topic, line.key, line.value)
+    pipeline.advance(float("inf"))
+    expected = {g: s for g, s in pipeline.snapshot().totals().items() if s.get("sessions", 0.0) > 0}
+    got = {f"{g['bucket']}|{g['ranker']}|{g['variant']}": g for g in summary["groups"] if g["sessions"]}
+    assert set(got) == set(expected)
+    for group, stats in expected.items():
+        assert got[group]["sessions"] == round(stats["sessions"])
+        assert got[group]["dcg"] == pytest.approx(stats["dcg"] / stats["sessions"], rel=1e-12)
+        assert got[group]["k"] == stream.k[group.split("|")[0]]
+    assert summary["sessions"]["sampled"] < SETTINGS.sessions / 2  # the budget of 40 per hour bit
+
+
+def test_config_and_budget_options_are_one_or_the_other(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    events = write(tmp_path / "e.jsonl", [])
+    config = write(tmp_path / "worker.toml", [SETTINGS_TOML])
+    assert replay_cli.main([str(events), "--config", str(config), "--budget", "10"]) == 2
+    assert "--config: give the budget in the settings file" in capsys.readouterr().err
+    bad = write(tmp_path / "bad.toml", ["[stream]", "k = 0"])
+    assert replay_cli.main([str(events), "--config", str(bad)]) == 2
+    assert f"--config: {bad}: [stream] k must be a table of the buckets head, torso, tail" in capsys.readouterr().err
+    assert replay_cli.main([str(events), "--hold", "1"]) == 2
+    assert "--hold: needs --port" in capsys.readouterr().err
+
+
+def test_a_replay_serves_its_metrics_while_it_holds(demo: tuple[DemoResult, Path]) -> None:
+    """``--port 0 --hold``: /metrics on loopback after the summary, with the replay's numbers; then it
+    exits by itself."""
+    import re
+    import subprocess
+    import sys
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    _, tmp = demo
+    process = subprocess.Popen([sys.executable, "-m", "monitor", "replay", str(tmp / "events.jsonl"), "--json",
+                                "--port", "0", "--hold", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        assert process.stderr is not None and process.stdout is not None
+        url = None
+        for line in process.stderr:
+            if line.startswith("serving "):
+                url = line.split()[1]
+                break
+        assert url is not None and re.match(r"http://127\.0\.0\.1:\d+/metrics$", url), url
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode()
+        scored = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "search_relevance_scored_total":
+                    key = (sample.labels["bucket"], sample.labels["ranker"], sample.labels["variant"])
+                    scored[key] = scored.get(key, 0.0) + sample.value
+        assert sum(scored.values()) > 100
+    finally:
+        process.send_signal(2)  # Ctrl-C ends the hold
+        out, _ = process.communicate(timeout=30)
+    assert process.returncode == 0
+    summary = json.loads(out)
+    assert sum(scored.values()) == summary["sessions"]["scored"]
+    assert summary["metrics_url"] == url

@@ -20,6 +20,9 @@ class ConfigError(MonitorError):
 
 
 def _per_bucket(name: str, values: Mapping[str, float], minimum: float) -> None:
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{name} must be a table of the buckets {', '.join(BUCKETS)} "
+                          f"(e.g. {{head = …, torso = …, tail = …}}), got {values!r}")
     missing = [b for b in BUCKETS if b not in values]
     extra = [b for b in values if b not in BUCKETS]
     if missing or extra:
