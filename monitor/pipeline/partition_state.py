@@ -46,6 +46,8 @@ class PartitionState:
         if not math.isfinite(self.watermark):
             return set()
         horizon = self.watermark - config.state_ttl
+        for sid in [s for s, since in self.early_since.items() if since == -math.inf]:
+            self.early_since[sid] = self.watermark  # came before any impression: kept from the first prune on
         gone = {sid for sid, r in self.records.items() if r.ts < horizon and sid not in self.deadlines}
         for sid in gone:
             del self.records[sid]

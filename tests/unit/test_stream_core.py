@@ -278,3 +278,26 @@ def test_deeply_nested_json_is_a_dead_letter_not_a_crash() -> None:
     pipeline = MemoryPipeline(StreamConfig(), SEED_SCALE)
     pipeline.submit("impressions", b"k", b"[" * 30000 + b"]" * 30000)
     assert [(d.code, d.reason) for d in pipeline.dead_letters] == [("invalid_json", "invalid JSON: nested too deeply")]
+
+
+def test_labels_that_come_before_any_impression_are_kept_until_their_sessions_come() -> None:
+    """Issue 15, defect 2: a stream that starts with one query judgment and one session's labels, then
+    1,100 other events (pruning runs every 100 here), then the two sessions they label: both are scored
+    with coverage 1, as the worker scores them (the labels were stamped with the watermark −∞ and the
+    first prune dropped them)."""
+    config = StreamConfig(join_window=300, state_ttl=3600, min_coverage=0.5,
+                          budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
+    pipeline = MemoryPipeline(config, SEED_SCALE, prune_every=100)
+    pipeline.submit("annotations", b"judged", query_label("judged query", "j-a", 3))
+    pipeline.submit("annotations", b"early", label("early", "e-a", 2))
+    for i in range(550):
+        sid = f"other{i}"
+        pipeline.submit("impressions", sid.encode(), impression(sid, 1000.0 + i, [f"{sid}-a"]))
+        pipeline.submit("annotations", sid.encode(), label(sid, f"{sid}-a", 1))
+    pipeline.submit("impressions", b"judged", impression("judged", 1600.0, ["j-a"], query="judged query"))
+    pipeline.submit("impressions", b"early", impression("early", 1601.0, ["e-a"]))
+    pipeline.advance(math.inf)
+    records = {sid: r for state in pipeline.state for sid, r in state.records.items()}
+    for sid in ("judged", "early"):
+        assert records[sid].status == "scored" and records[sid].coverage() == 1.0, sid
+    assert pipeline.counter("scored", "tail|r1|control") == 552
