@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from aiohttp import web
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-untyped]
+from aiokafka.errors import CommitFailedError, IllegalStateError  # type: ignore[import-untyped]
 from prometheus_client import CollectorRegistry
 from redis.asyncio import Redis
 
@@ -50,7 +51,11 @@ async def _consume(bridge: Bridge, consumer: AIOKafkaConsumer) -> None:
         if values:
             await bridge.handle_requests(values)
         if batch:
-            await consumer.commit()
+            try:
+                await consumer.commit()
+            except (CommitFailedError, IllegalStateError) as error:  # a rebalance: read again, harmlessly
+                log.warning("request offsets not committed (%s); the batch will be read again",
+                            type(error).__name__)
 
 
 async def _reconcile_every(bridge: Bridge, seconds: float) -> None:
@@ -61,6 +66,9 @@ async def _reconcile_every(bridge: Bridge, seconds: float) -> None:
         except LabelStudioError as error:
             bridge.metrics.label_studio_errors.inc()
             log.warning("reconciliation: %s; next one in %.0f s", error, seconds)
+            continue
+        except Exception as error:  # Kafka or Redis: the next walk makes up for this one
+            log.warning("reconciliation failed (%s); next one in %.0f s", type(error).__name__, seconds)
             continue
         if produced:
             log.info("reconciliation produced %d grades missed by webhooks", produced)
@@ -78,7 +86,9 @@ async def run(settings: AnnotateSettings) -> None:
                                 enable_idempotence=True, **kafka)
     consumer = AIOKafkaConsumer(worker.topics.requests, bootstrap_servers=worker.kafka_bootstrap,
                                 group_id=settings.consumer_group, enable_auto_commit=False,
-                                auto_offset_reset="earliest", **kafka)
+                                auto_offset_reset="earliest",
+                                # a batch waits for Label Studio as long as it is down: stay in the group
+                                max_poll_interval_ms=24 * 3600 * 1000, **kafka)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

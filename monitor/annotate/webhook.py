@@ -123,3 +123,7 @@ class BridgeHttp:
                 log.warning("Label Studio: %s; task sync retried in 2 s", error)
                 await asyncio.sleep(2.0)
                 self.queue.put_nowait((kind, ident))
+            except Exception as error:  # Kafka or Redis: keep the item, try again
+                log.warning("syncing %s %s failed (%s); retried in 2 s", kind, ident, type(error).__name__)
+                await asyncio.sleep(2.0)
+                self.queue.put_nowait((kind, ident))
