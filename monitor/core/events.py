@@ -35,6 +35,7 @@ class EventError(MonitorError):
 
 
 _CODES = (
+    ("out of range", "ts_out_of_range"),
     ("not UTF-8", "invalid_utf8"),
     ("invalid JSON", "invalid_json"),
     ("unknown schema version", "unknown_schema"),

@@ -10,7 +10,9 @@ of a query's shared grades (a session's own grades reused by the query's other s
 from __future__ import annotations
 
 import math
+import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from monitor.core.events import (
@@ -34,7 +36,9 @@ from monitor.core.stream.join import (
     Transition,
     close_step,
     fan_out_annotation,
+    future_error,
     merge_shared,
+    past_error,
     shared_refresh,
     step,
 )
@@ -67,13 +71,16 @@ class MemoryPipeline:
     """The whole join-and-aggregate pipeline in one process."""
 
     def __init__(self, config: StreamConfig, scale: Scale, partitions: int = 1,
-                 limits: Limits = DEFAULT_LIMITS, keep: int | None = None, prune_every: int = 1000) -> None:
+                 limits: Limits = DEFAULT_LIMITS, keep: int | None = None, prune_every: int = 1000,
+                 clock: Callable[[], float | None] = time.time) -> None:
         """``keep``: how many dead letters, annotation requests and deploys to keep (None: all, for
         tests; a long-running demo keeps the latest). State older than ``state_ttl`` in event time is
-        forgotten every ``prune_every`` events, as Redis expires it, so memory stays bounded."""
+        forgotten every ``prune_every`` events, as Redis expires it, so memory stays bounded. ``clock``:
+        the wall clock an impression or deploy may not be ``max_future`` ahead of (None: no check)."""
         if partitions < 1:
             raise ValueError(f"partitions must be ≥ 1, got {partitions}")
         self.config, self.scale, self.limits, self.partitions = config, scale, limits, partitions
+        self.clock = clock
         self.state = [PartitionState() for _ in range(partitions)]
         self.slices: list[dict[tuple[str, int], dict[str, Stats]]] = [{} for _ in range(partitions)]
         self.query_labels: dict[str, Labels] = {}
@@ -107,14 +114,19 @@ class MemoryPipeline:
             if topic not in TOPICS:
                 raise EventError("topic", f"unknown topic {topic!r}")
             event = expect_topic(decode_event(value, self.scale, self.limits), topic)
+            target = partition
+            if isinstance(event, Impression | Annotation) and event.session_id is not None:
+                target = partition_of(event.session_id.encode(), self.partitions)
+            error = (future_error(event, self.clock(), self.config)
+                     or past_error(event, self.state[target].watermark, self.config))
+            if error is not None:
+                raise error
         except EventError as error:
             self.dead_letters.append(DeadLetter(topic, partition, offset, error.code, error.field,
                                                 error.reason, value))
             self._count("", f"dead_letter:{error.code}")
             return
-        if isinstance(event, Impression | Annotation) and event.session_id is not None:
-            partition = partition_of(event.session_id.encode(), self.partitions)
-        self._queue.append((partition, event))
+        self._queue.append((target, event))
         while self._queue:
             self._process(*self._queue.popleft())
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import heapq
 import json
 import math
+import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -59,7 +60,9 @@ from monitor.core.stream.join import (
     fan_out_annotation,
     frequency_cells,
     frequency_slices,
+    future_error,
     merge_shared,
+    past_error,
     shared_grades,
     shared_refresh,
     step,
@@ -292,9 +295,11 @@ def merged_shared(entries: SharedGrades, write: tuple[str, str, float, Labels]) 
 
 class RedisState:
     def __init__(self, redis: Redis, config: StreamConfig, scale: Scale, partitions: int,
-                 prefix: str = "srm", limits: Limits = DEFAULT_LIMITS) -> None:
+                 prefix: str = "srm", limits: Limits = DEFAULT_LIMITS,
+                 clock: Callable[[], float | None] = time.time) -> None:
         self.redis, self.config, self.scale, self.partitions = redis, config, scale, partitions
         self.prefix, self.limits = prefix, limits
+        self.clock = clock  # the wall clock of the max_future rule (join.future_error); None: no check
         self._registered: set[int] = set()  # partitions already in the global set (one SADD each)
         self._apply_ops = redis.register_script(APPLY_OPS)
         self._shared_merge = redis.register_script(SHARED_MERGE)
@@ -346,6 +351,9 @@ class RedisState:
                 event = decode_event(message.raw, self.scale, self.limits)
                 if message.role is not None:
                     expect_topic(event, message.role)
+                ahead = future_error(event, self.clock(), self.config)
+                if ahead is not None:
+                    raise ahead
             except EventError as invalid:
                 rejected.append((index, invalid))
                 continue
@@ -358,6 +366,11 @@ class RedisState:
         state, query_labels, shared = await self._prefetch(partition, watermark, [e for _, e in events])
         steps: list[tuple[int, Transition, Loaded]] = []
         for index, event in events:
+            stale = past_error(event, state.watermark, self.config)
+            if stale is not None:
+                outcomes[index] = Outcome(dead_letter=stale)
+                batch.counters[("", f"dead_letter:{stale.code}")] += 1.0
+                continue
             loaded = state.load(event, query_labels, self.config, shared)
             transition = step(event, loaded, self.config, self.scale, self.partitions)
             state.apply(transition)

@@ -10,7 +10,8 @@
 4. The grades arrive on the annotations topic exactly once each (query-level, ``ts`` = the annotation's
    time); after a flush the worker's ``/metrics`` DCG equals an offline recomputation of every session
    from the grades given (``monitor.core.metrics.gain.dcg``).
-5. A grade changed in Label Studio corrects the gauge.
+5. A grade changed in Label Studio corrects the gauge; a second annotator's grade, deleted again, leaves
+   the pair with the latest remaining one (sent again) and the gauge where it was.
 6. Bad webhooks: no or a wrong secret (401), a malformed body (400), an unknown action (ignored): counted,
    nothing produced, the bridge still runs.
 7. Label Studio down: new requests wait; when it is back their tasks are created.
@@ -282,6 +283,21 @@ def test_requests_become_tasks_and_grades_come_back_as_the_gauge(
         group.drain(timeout=300, settle=2.0)
         want = expected_dcg(sessions, grades)
         wait_for("the corrected gauge", lambda: tail_series(parse_metrics(worker.metrics_text()),
+                 "search_relevance_dcg") == pytest.approx(want, abs=1e-9), seconds=60)
+
+        # 5b. a second annotator's grade, then deleted in Label Studio: the pair's grade falls back to the
+        # latest remaining annotation (sent again, as a later grade), and the gauge with it
+        def pair_grades() -> list[str]:  # in the order produced (one key, so one partition)
+            return [e["grades"][0]["grade"] for e in bridge_events(kafka_bootstrap, group.outputs.annotations)
+                    if (e["query"], e["grades"][0]["doc_id"]) == pair]
+
+        second = grade(handle, by_pair[pair], "无")
+        wait_for("the second annotator's grade", lambda: pair_grades() == [given[pair], "高", "无"], bridge=bridge)
+        handle.api("DELETE", f"/api/annotations/{second}")
+        wait_for("the fallback after the deletion", lambda: pair_grades() == [given[pair], "高", "无", "高"],
+                 bridge=bridge)
+        group.drain(timeout=300, settle=2.0)
+        wait_for("the gauge after the deletion", lambda: tail_series(parse_metrics(worker.metrics_text()),
                  "search_relevance_dcg") == pytest.approx(want, abs=1e-9), seconds=60)
 
         # 6. bad webhooks: refused or counted, nothing produced, the bridge still runs

@@ -233,3 +233,31 @@ async def test_shared_grades_in_redis_give_the_brute_force_numbers(redis_url: st
     ignored = {"unchanged_labels", "shared_before_session", "scored", "expired", "rescored", "corrections"}
     assert {k: v for k, v in got.counters.items() if v and k[1] not in ignored} == pytest.approx(
         {k: v for k, v in expected.counters.items() if v and k[1] not in ignored})
+
+
+@pytest.mark.parametrize(("partitions", "batch"), [(2, 1), (2, 40)])
+async def test_events_with_a_wrong_clock_are_dead_letters_in_redis_too(redis_url: str, partitions: int,
+                                                                       batch: int) -> None:
+    """Issue 15, defect 1, on real Redis: a 9999-12-31 impression and deploy and an impression older than
+    state_ttl behind its partition are dead letters ts_out_of_range (in a batch with valid events too),
+    and the numbers are those of the valid events alone, as in process."""
+    from tests.unit.test_clock_skew import CONFIG as SKEW_CONFIG
+    from tests.unit.test_clock_skew import hostile
+
+    events, _ = random_stream(4, sessions=150)
+    mixed, count = hostile(events, 4)
+    expected = in_process(events, SKEW_CONFIG, partitions).snapshot()
+    redis = Redis.from_url(redis_url)
+    try:
+        state = RedisState(redis, SKEW_CONFIG, SEED_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        await run_through_redis(state, mixed, partitions, batch=batch)
+        got = await state.snapshot()
+    finally:
+        await redis.aclose()
+    assert got.counters[("", "dead_letter:ts_out_of_range")] == count
+    assert {k: v for k, v in got.counters.items() if v and not k[1].startswith("dead_letter:")} == pytest.approx(
+        {k: v for k, v in expected.counters.items() if v and not k[1].startswith("dead_letter:")})
+    assert set(got.windows) == set(expected.windows)
+    for key, stats in expected.windows.items():
+        for name, value in stats.items():
+            assert got.windows[key].get(name, 0.0) == pytest.approx(value, abs=1e-9), (key, name)

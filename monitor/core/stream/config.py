@@ -57,6 +57,8 @@ class StreamConfig:
     max_closes_per_step: int = 200
     epoch: float = 900.0                 # canary history: session statistics summed per epoch of this width
     history: float = 7 * 86400.0         # ... kept this long (the oldest deploy a comparison can reach)
+    max_future: float = 86400.0          # an impression or deploy this far ahead of the wall clock: dead
+                                         # letter ts_out_of_range (and one older than state_ttl behind)
     query_history: bool = True           # ... and each query's DCG per epoch (query-difficulty adjustment)
 
     def __post_init__(self) -> None:
@@ -75,7 +77,7 @@ class StreamConfig:
                               f"got {self.budget_unit!r}")
         positive = {"join_window": self.join_window, "state_ttl": self.state_ttl,
                     "budget_period": self.budget_period, "frequency_window": self.frequency_window,
-                    "epoch": self.epoch, "history": self.history}
+                    "epoch": self.epoch, "history": self.history, "max_future": self.max_future}
         for name, value in positive.items():
             if not (math.isfinite(value) and value > 0):
                 raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from monitor.core.events import Annotation, Deploy, Event, Impression, Label
+from monitor.core.events import Annotation, Deploy, Event, EventError, Impression, Label
 from monitor.core.grades import Scale, TrecScale
 from monitor.core.judged import JudgedList
 from monitor.core.stream.config import StreamConfig
@@ -141,6 +141,28 @@ class Transition:
     requests: list[AnnotationRequest] = field(default_factory=list)
     deploys: list[Deploy] = field(default_factory=list)
     seen: tuple[str, str, float] | None = None                            # (arm, ranker, ts) of an impression
+
+
+def future_error(event: Event, now: float | None, config: StreamConfig) -> EventError | None:
+    """An impression or deploy more than ``max_future`` ahead of the wall clock ``now`` (None: no clock,
+    no check) is a dead letter ``ts_out_of_range``: one event with a wrong clock would otherwise move its
+    partition's watermark past every deadline and window (or start a deploy's period in the future)."""
+    if now is None or not isinstance(event, Impression | Deploy) or event.ts <= now + config.max_future:
+        return None
+    return EventError("ts", f"out of range: {event.ts - now:.0f} s ahead of the wall clock "
+                            f"(max_future is {config.max_future:g} s)")
+
+
+def past_error(event: Event, watermark: float, config: StreamConfig) -> EventError | None:
+    """An impression older than ``state_ttl`` behind its partition's watermark is a dead letter
+    ``ts_out_of_range``: its session would be forgotten before it could be labelled, and it would
+    spend the budget meant for live traffic."""
+    if not isinstance(event, Impression) or not math.isfinite(watermark):
+        return None
+    if event.ts >= watermark - config.state_ttl:
+        return None
+    return EventError("ts", f"out of range: {watermark - event.ts:.0f} s behind its partition's event time "
+                            f"(state_ttl is {config.state_ttl:g} s)")
 
 
 def max_level(scale: Scale) -> float:
