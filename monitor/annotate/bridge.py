@@ -26,7 +26,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 
@@ -46,12 +46,16 @@ from monitor.annotate.tasks import (
 log = logging.getLogger("monitor.annotate")
 
 Produce = Callable[[bytes, bytes], Awaitable[None]]
+T = TypeVar("T")
 
 
-def annotation_event(query: str, doc_id: str, given: GradeGiven, task_id: int) -> bytes:
-    """The query-level annotation event for a pair's grade (docs/events.md), with its provenance."""
+def annotation_event(query: str, doc_id: str, given: GradeGiven, task_id: int,
+                     session_id: str | None = None) -> bytes:
+    """The annotation event for a pair's grade (docs/events.md), with its provenance: query-level, or for
+    one session (``session_id``, session scope)."""
+    scope: dict[str, str] = {"query": query} if session_id is None else {"session_id": session_id}
     body: dict[str, Any] = {
-        "type": "annotation", "schema": 1, "query": query,
+        "type": "annotation", "schema": 1, **scope,
         "grades": [{"doc_id": doc_id, "grade": given.grade}], "ts": given.ts,
         "source": "label-studio", "task": task_id, "annotation": given.annotation_id,
     }
@@ -87,6 +91,7 @@ class Bridge:
         self.produce = produce
         self.metrics = metrics
         self.project: int | None = None
+        self.session_scope = settings.scope == "session"
         self._locks: dict[int, asyncio.Lock] = {}
 
     def _key(self, name: str) -> str:
@@ -116,21 +121,29 @@ class Bridge:
         if not pending.pairs:
             return
         known = await self.redis.hmget(self._key("tasks"), list(pending.pairs))
+        graded_again: list[int] = []  # session scope: known pairs asked for by new sessions
         for (key, (request, doc_id, sessions)), task in zip(pending.pairs.items(), known, strict=True):
+            added = 0
+            if self.session_scope:
+                added = int(await self.redis.sadd(self._key(f"sessions:{key}"), *sessions))
             if task is not None:
                 self.metrics.pairs_known.inc()
+                if added:
+                    graded_again.append(int(task))
                 continue
             data = task_data(request, doc_id, self.settings.document(doc_id), sessions)
             task_id = await self._retrying(functools.partial(self.ls.create_task, self._project(), data))
             await self.redis.hset(self._key("tasks"), key, task_id)
             self.metrics.tasks_created.inc()
+        for task_id in graded_again:  # their grade, if there is one already, for the new sessions
+            await self._retrying(functools.partial(self.sync_task, task_id))
 
     def _project(self) -> int:
         if self.project is None:
             raise RuntimeError("Bridge.setup() has not run")
         return self.project
 
-    async def _retrying(self, call: Callable[[], Awaitable[int]]) -> int:
+    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
         pause = 0.5
         while True:
             try:
@@ -163,6 +176,8 @@ class Bridge:
             given = current_grade(annotations)
             if given is None:
                 return False  # none yet, or every annotation deleted: the last grade sent stands
+            if self.session_scope:
+                return await self._send_to_sessions(task_id, data, given)
             sent = await self.redis.hget(self._key("sent"), str(task_id))
             if sent is not None and (sent.decode() if isinstance(sent, bytes) else sent) == given.identity():
                 return False
@@ -170,6 +185,25 @@ class Bridge:
             await self.redis.hset(self._key("sent"), str(task_id), given.identity())
             self.metrics.grades_produced.inc()
             return True
+
+    async def _send_to_sessions(self, task_id: int, data: Mapping[str, Any], given: GradeGiven) -> bool:
+        """Session scope: the grade as each asking session's own, keyed by the session; once per session."""
+        query, doc_id = str(data["query"]), str(data["doc_id"])
+        members = await self.redis.smembers(self._key(f"sessions:{pair_key(query, doc_id)}"))
+        sessions = {m.decode() if isinstance(m, bytes) else str(m) for m in members}
+        sessions |= {s for s in data.get("sessions") or [] if isinstance(s, str)}  # if Redis lost the set
+        produced = False
+        for session_id in sorted(sessions):
+            field = f"{task_id}|{session_id}"
+            sent = await self.redis.hget(self._key("sent"), field)
+            if sent is not None and (sent.decode() if isinstance(sent, bytes) else sent) == given.identity():
+                continue
+            await self.produce(session_id.encode(),
+                               annotation_event(query, doc_id, given, task_id, session_id=session_id))
+            await self.redis.hset(self._key("sent"), field, given.identity())
+            self.metrics.grades_produced.inc()
+            produced = True
+        return produced
 
     async def task_of_annotation(self, annotation_id: int) -> int | None:
         found = await self.redis.hget(self._key("annotations"), str(annotation_id))

@@ -13,7 +13,9 @@ Its own, from the environment (docs/annotate.md has the table):
 * ``MONITOR_ANNOTATE_PROJECT``: the project's title (found, or created with the labelling config);
 * ``MONITOR_ANNOTATE_DOC_URL``: a URL template for documents (``https://shop.example/item/{doc_id}``);
   ``MONITOR_ANNOTATE_DOCUMENTS``: a JSONL file of ``{"doc_id", "title", "snippet", "url"}``;
-* ``MONITOR_ANNOTATE_RECONCILE_INTERVAL``: seconds between reconciliations with Label Studio (default 300).
+* ``MONITOR_ANNOTATE_RECONCILE_INTERVAL``: seconds between reconciliations with Label Studio (default 300);
+* ``MONITOR_ANNOTATE_SCOPE``: ``query`` (default: one query-level grade per pair) or ``session`` (the grade
+  as each asking session's own annotation).
 
 Secrets are kept out of ``repr`` and never logged; :func:`describe` shows whether they are set.
 """
@@ -30,6 +32,7 @@ from monitor.annotate.tasks import Document
 from monitor.worker.settings import SettingsError, WorkerSettings, load_settings
 
 SECRET_HEADER = "X-Monitor-Annotate-Secret"
+SCOPES = ("query", "session")
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class AnnotateSettings:
     doc_url: str | None = None
     documents: dict[str, Document] = field(default_factory=dict, repr=False)
     reconcile_interval: float = 300.0
+    scope: str = "query"
 
     @property
     def consumer_group(self) -> str:
@@ -113,6 +117,9 @@ def load_annotate_settings(env: Mapping[str, str]) -> AnnotateSettings:
     if not interval > 0:
         raise SettingsError(f"MONITOR_ANNOTATE_RECONCILE_INTERVAL: must be a positive number of seconds, "
                             f"got {interval_text!r}")
+    scope = env.get("MONITOR_ANNOTATE_SCOPE", "query") or "query"
+    if scope not in SCOPES:
+        raise SettingsError(f"MONITOR_ANNOTATE_SCOPE: must be one of {', '.join(SCOPES)}, got {scope!r}")
     host = env.get("MONITOR_ANNOTATE_HOST", "127.0.0.1")
     port = int(port_text)
     documents = env.get("MONITOR_ANNOTATE_DOCUMENTS")
@@ -122,7 +129,7 @@ def load_annotate_settings(env: Mapping[str, str]) -> AnnotateSettings:
         webhook_url=env.get("MONITOR_ANNOTATE_WEBHOOK_URL") or f"http://{host}:{port}/webhook",
         project=env.get("MONITOR_ANNOTATE_PROJECT") or "Search relevance",
         doc_url=env.get("MONITOR_ANNOTATE_DOC_URL") or None,
-        documents=_documents(documents) if documents else {}, reconcile_interval=interval,
+        documents=_documents(documents) if documents else {}, reconcile_interval=interval, scope=scope,
     )
 
 
@@ -134,5 +141,5 @@ def describe(settings: AnnotateSettings) -> dict[str, Any]:
         "project": settings.project, "requests_topic": settings.worker.topics.requests,
         "annotations_topic": settings.worker.topics.annotations, "group": settings.consumer_group,
         "documents": len(settings.documents), "doc_url": settings.doc_url,
-        "reconcile_interval": settings.reconcile_interval,
+        "reconcile_interval": settings.reconcile_interval, "scope": settings.scope,
     }

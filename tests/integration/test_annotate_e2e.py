@@ -70,6 +70,8 @@ class Bridge:
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
     logs: list[Path] = field(default_factory=list)
+    extra: dict[str, str] = field(default_factory=dict)
+    """More settings for the bridge (e.g. ``MONITOR_ANNOTATE_SCOPE``)."""
 
     @property
     def url(self) -> str:
@@ -82,7 +84,7 @@ class Bridge:
                 "MONITOR_LABEL_STUDIO_TOKEN_FILE": str(token_file), "MONITOR_ANNOTATE_SECRET": SECRET,
                 "MONITOR_ANNOTATE_PORT": str(self.port), "MONITOR_ANNOTATE_PROJECT": self.group.app_id,
                 "MONITOR_ANNOTATE_DOC_URL": "https://shop.example/item/{doc_id}",
-                "MONITOR_ANNOTATE_RECONCILE_INTERVAL": "3600", "MONITOR_LOG_LEVEL": "info"}
+                "MONITOR_ANNOTATE_RECONCILE_INTERVAL": "3600", "MONITOR_LOG_LEVEL": "info", **self.extra}
 
     def start(self) -> None:
         log = self.workdir / f"bridge-{len(self.logs)}.log"

@@ -101,6 +101,13 @@ def test_an_annotation_event_is_a_valid_query_level_annotation() -> None:
     assert json.loads(raw)["annotation"] == 7 and json.loads(raw)["task"] == 11
 
 
+def test_in_session_scope_the_event_is_the_session_s_own_annotation() -> None:
+    raw = annotation_event("蓝牙耳机", "d-4", GradeGiven(7, "低", 1795950000.5, None), 11, session_id="s-9")
+    event = decode_event(raw, SEED_SCALE)
+    assert isinstance(event, Annotation) and event.session_id == "s-9" and event.query is None
+    assert event.labels[0].grade.name == "低" and not event.from_query and "annotator" not in json.loads(raw)
+
+
 @pytest.mark.parametrize(("body", "items"), [
     ({"action": "ANNOTATION_CREATED", "annotation": {"id": 5, "task": 9}, "task": {"id": 9}}, [("task", 9)]),
     ({"action": "ANNOTATION_UPDATED", "annotation": {"id": 5, "task": 9}}, [("task", 9)]),
@@ -150,6 +157,7 @@ def test_settings_with_secrets_from_files_never_shown(tmp_path: Path) -> None:
     ({"MONITOR_LABEL_STUDIO_TOKEN_FILE": "/nonexistent"}, "give MONITOR_LABEL_STUDIO_TOKEN or"),
     ({"MONITOR_ANNOTATE_PORT": "http"}, "MONITOR_ANNOTATE_PORT: must be an integer"),
     ({"MONITOR_ANNOTATE_RECONCILE_INTERVAL": "0"}, "MONITOR_ANNOTATE_RECONCILE_INTERVAL: must be a positive"),
+    ({"MONITOR_ANNOTATE_SCOPE": "document"}, "MONITOR_ANNOTATE_SCOPE: must be one of query, session"),
 ])
 def test_bad_settings_name_the_setting(tmp_path: Path, change: dict[str, str], message: str) -> None:
     with pytest.raises(SettingsError, match=message):

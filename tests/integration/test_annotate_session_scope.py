@@ -1,0 +1,79 @@
+"""``MONITOR_ANNOTATE_SCOPE=session`` on real Kafka, Redis and Label Studio (no worker needed).
+
+Requests are written straight to the requests topic: s-1 asks for d-1 and d-2, s-2 for d-2 and d-3, so
+three tasks. Grading d-2 in Label Studio gives one session annotation each to s-1 and s-2 (keyed by the
+session). A later request of s-3 for d-2 (already graded) gives s-3 the grade without a new task; the
+same request again gives nothing more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from monitor.worker.topics import ensure_topics
+from tests.fixtures.label_studio import LabelStudioHandle, label_studio  # noqa: F401 (fixture)
+from tests.integration.test_annotate_e2e import Bridge, grade, wait_for
+from tests.integration.worker_harness import Group, Stream, read_topic
+
+pytestmark = pytest.mark.integration
+
+
+def request(session_id: str, docs: list[str]) -> bytes:
+    return json.dumps({"type": "annotation_request", "schema": 1, "session_id": session_id, "query": "耳机",
+                       "query_bucket": "head", "ranker": "r", "variant": "control", "k": 10, "doc_ids": docs,
+                       "judged": 0, "ts": 1763712902.0}, ensure_ascii=False).encode()
+
+
+async def send(bootstrap: str, topic: str, values: list[tuple[str, bytes]]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        for key, value in values:
+            await producer.send_and_wait(topic, value, key=key.encode())
+    finally:
+        await producer.stop()
+
+
+def test_session_scope_gives_each_asking_session_the_grade_once(
+        kafka_bootstrap: str, redis_url: str, tmp_path: Path,
+        label_studio: LabelStudioHandle) -> None:  # noqa: F811 (the fixture)
+    handle = label_studio
+    group = Group(Stream(kafka_bootstrap), redis_url, tmp_path, "scope")
+    asyncio.run(ensure_topics(kafka_bootstrap, group.outputs, 4))
+    topic = group.outputs.requests
+    asyncio.run(send(kafka_bootstrap, topic, [("s-1", request("s-1", ["d-1", "d-2"])),
+                                              ("s-2", request("s-2", ["d-2", "d-3"]))]))
+    bridge = Bridge(group, handle, tmp_path)
+    bridge.extra = {"MONITOR_ANNOTATE_SCOPE": "session"}
+
+    def events() -> list[tuple[bytes | None, dict[str, Any]]]:
+        return [(k, json.loads(v)) for k, v, _ in read_topic(kafka_bootstrap, group.outputs.annotations)]
+
+    try:
+        bridge.start()
+        project = wait_for("the project", lambda: handle.project_id(group.app_id), bridge=bridge)
+        wait_for("three tasks", lambda: len(handle.tasks(project)) == 3, bridge=bridge)
+        task = next(t for t in handle.tasks(project) if t["data"]["doc_id"] == "d-2")
+        grade(handle, int(task["id"]), "中")
+        wait_for("a grade for each asking session", lambda: len(events()) == 2, bridge=bridge)
+        asyncio.run(send(kafka_bootstrap, topic, [("s-3", request("s-3", ["d-2"]))]))
+        wait_for("the grade for the later session", lambda: len(events()) == 3, bridge=bridge)
+        asyncio.run(send(kafka_bootstrap, topic, [("s-3", request("s-3", ["d-2"]))]))  # seen twice
+        wait_for("the repeat read", lambda: bridge.metrics().get(
+            "search_relevance_annotate_requests_total{used}", 0) == 4, bridge=bridge)
+        time.sleep(2)
+        got = events()
+        assert len(got) == 3 and len(handle.tasks(project)) == 3
+        assert sorted(k for k, _ in got) == [b"s-1", b"s-2", b"s-3"]
+        for key, event in got:
+            assert event["session_id"] == key.decode() and "query" not in event  # type: ignore[union-attr]
+            assert event["grades"] == [{"doc_id": "d-2", "grade": "中"}] and event["task"] == task["id"]
+    finally:
+        bridge.stop()
