@@ -19,7 +19,7 @@ from aiokafka import AIOKafkaProducer
 
 from monitor.worker.topics import ensure_topics
 from tests.fixtures.label_studio import LabelStudioHandle, label_studio  # noqa: F401 (fixture)
-from tests.integration.test_annotate_e2e import Bridge, grade, wait_for
+from tests.integration.test_annotate_e2e import Bridge, grade, requests_consumed, wait_for
 from tests.integration.worker_harness import Group, Stream, read_topic
 
 pytestmark = pytest.mark.integration
@@ -66,9 +66,8 @@ def test_session_scope_gives_each_asking_session_the_grade_once(
         asyncio.run(send(kafka_bootstrap, topic, [("s-3", request("s-3", ["d-2"]))]))
         wait_for("the grade for the later session", lambda: len(events()) == 3, bridge=bridge)
         asyncio.run(send(kafka_bootstrap, topic, [("s-3", request("s-3", ["d-2"]))]))  # seen twice
-        wait_for("the repeat read", lambda: bridge.metrics().get(
-            "search_relevance_annotate_requests_total{used}", 0) == 4, bridge=bridge)
-        time.sleep(2)
+        wait_for("the repeat read", lambda: requests_consumed(kafka_bootstrap, group), bridge=bridge)
+        time.sleep(1)
         got = events()
         assert len(got) == 3 and len(handle.tasks(project)) == 3
         assert sorted(k for k, _ in got) == [b"s-1", b"s-2", b"s-3"]
