@@ -757,7 +757,7 @@ class RedisState:
             return History(width, {}, seen)
         indices = range(max(first, epoch_of(watermark - self.config.history, width)),
                         epoch_of(watermark, width) + 1)
-        kinds = ("ep", "qep") if self.config.query_history else ("ep",)
+        kinds = ("ep", "qep") if self.config.query_history and canary.adjust_queries else ("ep",)
         pipe = self.redis.pipeline(transaction=False)
         for partition in partitions:
             for kind in kinds:

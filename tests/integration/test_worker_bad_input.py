@@ -21,15 +21,22 @@ After the worker drains it:
   ``processing_error``;
 * every relevance series equals ``MemoryPipeline`` run on the valid events only (the accepted samples
   included, nothing rejected), with the comparison of tests/integration/test_worker_e2e.py.
+
+Three well-formed events with a wrong clock are mixed in too (docs/events.md, "Wrong clocks"): an
+impression and a deploy dated 9999-12-31 in the middle of the stream, and an impression four days older
+than its partition's latest near the end; each is a dead letter ``ts_out_of_range``, and none moves a
+number.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -95,6 +102,37 @@ async def send_tombstones(stream: Stream, tombstones: list[tuple[str, bytes]]) -
         await producer.stop()
 
 
+@dataclass(frozen=True)
+class WrongClock:
+    """A well-formed event with a wrong clock, as the corpus's samples: topic, key, value, code, message."""
+
+    topic: str
+    key: bytes
+    value: bytes
+    code: str
+    expected: str
+
+
+def wrong_clocks(events: list[SimEvent]) -> list[SimEvent]:
+    """An impression and a deploy dated 9999-12-31, and an impression four days (more than state_ttl)
+    older than the stream's start, keyed to a session id of the stream's (so its partition has traffic)."""
+    far = 253_402_214_400.0
+    first = min(e.ts for e in events)
+    sid = next(json.loads(e.value)["session_id"] for e in events if e.topic == "impressions")
+    results = [{"doc_id": "clock-d1", "position": 1, "score": 1.0}]
+
+    def impression(session: str, ts: float) -> bytes:
+        return json.dumps({"type": "impression", "session_id": session, "query": "clock query", "ranker": "r",
+                           "ts": ts, "results": results}).encode()
+
+    deploy = json.dumps({"type": "deploy", "kind": "deploy", "ranker": "clock-r", "previous": "r",
+                         "ts": far}).encode()
+    return [SimEvent("impressions", b"clock-future", impression("clock-future", far), far, "ts_out_of_range"),
+            SimEvent("deploys", b"clock-r", deploy, far, "ts_out_of_range"),
+            SimEvent("impressions", sid.encode(), impression(f"{sid}-clock-past", first - 4 * 86400.0),
+                     first - 4 * 86400.0, "ts_out_of_range")]
+
+
 def test_ten_thousand_malformed_events_become_dead_letters_and_leave_the_numbers_alone(
         kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> None:
     started = time.monotonic()
@@ -105,9 +143,14 @@ def test_ten_thousand_malformed_events_become_dead_letters_and_leave_the_numbers
     assert len(malformed) >= MALFORMED
     stream = Stream(kafka_bootstrap)
     flush = flush_events(stream, max(e.ts for e in result.events) + CONFIG.join_window + 1)
-    records = [*interleave(result.events, corpus, seed=SEED), *flush]
+    mixed = interleave(result.events, corpus, seed=SEED)
+    clocks = wrong_clocks(result.events)
+    half = len(mixed) // 2
+    records = [*mixed[:half], *clocks[:2], *mixed[half:-50], clocks[2], *mixed[-50:], *flush]
     valid = [r for r in records if r.expected_error is None]
     assert len(valid) == len(result.events) + len(flush) + len(corpus) - len(malformed)
+    malformed = [*malformed, *(WrongClock(e.topic, e.key, e.value, "ts_out_of_range", "out of range")
+                               for e in clocks)]
 
     expected = in_process(valid, stream.partitions)  # the accepted samples are valid events indeed
     assert scored_sessions(expected) > SESSIONS // 2  # the comparison below is about real numbers

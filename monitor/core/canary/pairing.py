@@ -58,7 +58,7 @@ from monitor.core.canary.estimates import METRICS, LogStatistic, log_statistic
 from monitor.core.canary.matched import fields_of, matched_paths
 from monitor.core.canary.paths import INCONCLUSIVE, PASS, REGRESSION, LogPath, sticky_path, verdict_path
 from monitor.core.events import BUCKETS, Deploy
-from monitor.core.stream.history import History, split_query
+from monitor.core.stream.history import History
 from monitor.core.stream.session import split_group
 from monitor.core.stream.stats import Stats, add
 
@@ -158,7 +158,7 @@ def _epochs(history: History, bucket: str, wanted: Callable[[str, str], bool], f
     return out
 
 
-QueryEpochs = dict[int, dict[str, Stats]]  # epoch index -> query key -> n, x, xx of one arm's sessions
+QueryEpochs = dict[int, dict[str, list[float]]]  # epoch index -> query key -> [n, Σx, Σx²] of one arm
 
 
 @dataclass(frozen=True)
@@ -175,15 +175,20 @@ def _query_epochs(history: History, bucket: str, wanted: Callable[[str, str], bo
                   last: int | None = None) -> QueryEpochs:
     """As :func:`_epochs`, per query: epoch → query key → the summed DCG sums of its sessions there."""
     out: QueryEpochs = {}
-    for index, keys in history.queries.items():
+    for index, rows in history.query_rows.get(bucket, {}).items():
         if (first is not None and index < first) or (last is not None and index > last):
             continue
-        for key, stats in keys.items():
-            group, query = split_query(key)
-            group_bucket, ranker, variant = split_group(group)
-            if group_bucket == bucket and wanted(ranker, variant):
-                add(out.setdefault(index, {}).setdefault(query, {}), stats)
-    return out
+        by_query = out.setdefault(index, {})
+        for ranker, variant, query, n, x, xx in rows:
+            if wanted(ranker, variant):
+                total = by_query.get(query)
+                if total is None:
+                    by_query[query] = [n, x, xx]
+                else:
+                    total[0] += n
+                    total[1] += x
+                    total[2] += xx
+    return {index: by_query for index, by_query in out.items() if by_query}
 
 
 def covariates(history: History, start: int, config: CanaryConfig) -> dict[str, float]:
@@ -191,27 +196,40 @@ def covariates(history: History, start: int, config: CanaryConfig) -> dict[str, 
     ``covariate_window`` before epoch ``start`` (the epochs ``start − window / width`` … ``start − 1``), for
     the queries with at least ``covariate_min_sessions`` of them: fixed before the comparison starts."""
     span = max(1, round(config.covariate_window / history.width))
+    key = (start, span, config.covariate_min_sessions)
+    cache = history.memo.setdefault("covariates", {})
+    if key not in cache:  # every bucket's comparison of one period reads the same covariates
+        cache[key] = _covariates(history, start, span, config.covariate_min_sessions)
+    found: dict[str, float] = cache[key]
+    return found
+
+
+def _covariates(history: History, start: int, span: int, least: int) -> dict[str, float]:
     sums: dict[str, list[float]] = {}
-    for index, keys in history.queries.items():
-        if not start - span <= index < start:
-            continue
-        for key, stats in keys.items():
-            total = sums.setdefault(split_query(key)[1], [0.0, 0.0])
-            total[0] += stats.get("n", 0.0)
-            total[1] += stats.get("x", 0.0)
-    return {query: x / n for query, (n, x) in sums.items()
-            if round(n) >= config.covariate_min_sessions and round(n) > 0}
+    for by_epoch in history.query_rows.values():
+        for index, rows in by_epoch.items():
+            if not start - span <= index < start:
+                continue
+            for _, _, query, n, x, _ in rows:
+                total = sums.setdefault(query, [0.0, 0.0])
+                total[0] += n
+                total[1] += x
+    return {query: x / n for query, (n, x) in sums.items() if round(n) >= least and round(n) > 0}
 
 
-def _with_covariate(by_query: Mapping[str, Stats], covariate: Mapping[str, float]) -> np.ndarray:
+def _with_covariate(by_query: Mapping[str, list[float]], covariate: Mapping[str, float]) -> np.ndarray:
     """Over an epoch's sessions whose query has a covariate c: n, Σx, Σx², Σc, Σc², Σxc."""
-    out = np.zeros(6)
-    for query, stats in by_query.items():
+    n = x = xx = sc = scc = sxc = 0.0
+    for query, (count, total, square) in by_query.items():
         c = covariate.get(query)
         if c is not None:
-            n, x = stats.get("n", 0.0), stats.get("x", 0.0)
-            out += (n, x, stats.get("xx", 0.0), n * c, n * c * c, x * c)
-    return out
+            n += count
+            x += total
+            xx += square
+            sc += count * c
+            scc += count * c * c
+            sxc += total * c
+    return np.array((n, x, xx, sc, scc, sxc))
 
 
 def _covariate_sums(plain: np.ndarray, with_c: np.ndarray) -> CovariateSums:

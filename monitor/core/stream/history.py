@@ -23,7 +23,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
 
+from monitor.core.stream.session import split_group
 from monitor.core.stream.stats import Stats, add
 
 ARMS = ("plain", "canary")
@@ -69,6 +72,24 @@ class History:
 
     def epoch(self, ts: float) -> int:
         return epoch_of(ts, self.width)
+
+    @cached_property
+    def memo(self) -> dict[str, Any]:
+        """Values derived from this history by its readers (one evaluation's comparisons share them)."""
+        return {}
+
+    @cached_property
+    def query_rows(self) -> dict[str, dict[int, list[tuple[str, str, str, float, float, float]]]]:
+        """``queries`` parsed once: bucket → epoch → (ranker, variant, query key, n, Σx, Σx²) rows (every
+        comparison of an evaluation reads them, so the keys are split once, not once per comparison)."""
+        out: dict[str, dict[int, list[tuple[str, str, str, float, float, float]]]] = {}
+        for index, keys in self.queries.items():
+            for key, stats in keys.items():
+                group, query = split_query(key)
+                bucket, ranker, variant = split_group(group)
+                out.setdefault(bucket, {}).setdefault(index, []).append(
+                    (ranker, variant, query, stats.get("n", 0.0), stats.get("x", 0.0), stats.get("xx", 0.0)))
+        return out
 
     def totals(self, first: int | None = None, last: int | None = None) -> dict[str, Stats]:
         """Group → the sum of the epochs ``first`` … ``last`` (inclusive; None: unbounded)."""
