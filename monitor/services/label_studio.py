@@ -104,12 +104,14 @@ class LabelStudioServer(LocalServer):
         (self.dir / "data").mkdir(parents=True, exist_ok=True)
 
     def argv(self) -> list[str]:
+        # the admin's name, password and token go in the environment (not in ps or state.json)
         return [label_studio_binary(), "start", "--no-browser", "--internal-host", LOOPBACK,
-                "--port", str(self.port), "--username", self.username, "--password", self.password,
-                "--user-token", self.legacy_token, "--enable-legacy-api-token", "--log-level", "WARNING"]
+                "--port", str(self.port), "--enable-legacy-api-token", "--log-level", "WARNING"]
 
     def environment(self) -> dict[str, str]:
-        return {**os.environ, "LABEL_STUDIO_BASE_DATA_DIR": str(self.dir / "data"), "DJANGO_DB": "sqlite",
+        return {**os.environ, "LABEL_STUDIO_USERNAME": self.username, "LABEL_STUDIO_PASSWORD": self.password,
+                "LABEL_STUDIO_USER_TOKEN": self.legacy_token,
+                "LABEL_STUDIO_BASE_DATA_DIR": str(self.dir / "data"), "DJANGO_DB": "sqlite",
                 "SSRF_PROTECTION_ENABLED": "false", "LATEST_VERSION_CHECK": "false",
                 "COLLECT_ANALYTICS": "false", "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true"}
 
