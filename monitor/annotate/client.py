@@ -8,7 +8,10 @@ logs: errors name the method, the path and the status only.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import aiohttp
@@ -123,13 +126,21 @@ class LabelStudio:
         body = await self._send("GET", f"/api/tasks/{task_id}/annotations")
         return list(body) if isinstance(body, list) else []
 
-    async def tasks(self, project: int, page_size: int = 500) -> AsyncIterator[dict[str, Any]]:
-        """Every task of the project (id, data, annotation counts), page by page."""
+    async def tasks(self, project: int, since: datetime | None = None,
+                    page_size: int = 500) -> AsyncIterator[dict[str, Any]]:
+        """Every task of the project with its data and annotations, page by page; with ``since`` only
+        those updated since then (Label Studio updates a task when one of its annotations is saved or
+        deleted), through its data manager's filter on ``updated_at``."""
+        params: dict[str, Any] = {"project": project, "page_size": page_size, "fields": "all"}
+        if since is not None:
+            value = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            params["query"] = json.dumps({"filters": {"conjunction": "and", "items": [
+                {"filter": "filter:tasks:updated_at", "operator": "greater_or_equal", "type": "Datetime",
+                 "value": value}]}})
         page = 1
         while True:
             try:
-                body = await self._send("GET", "/api/tasks", params={
-                    "project": project, "page": page, "page_size": page_size, "fields": "all"})
+                body = await self._send("GET", "/api/tasks", params={**params, "page": page})
             except LabelStudioError as error:
                 if error.status == 404:  # past the last page
                     return
@@ -140,6 +151,20 @@ class LabelStudio:
             if len(tasks) < page_size:
                 return
             page += 1
+
+    async def server_time(self) -> datetime:
+        """Label Studio's clock (its ``Date`` header, whole seconds), for checkpoints on ``updated_at``."""
+        if self._session is None:
+            raise RuntimeError("LabelStudio is used outside 'async with'")
+        try:
+            async with self._session.get(self.url + "/health") as response:
+                date = response.headers.get("Date")
+        except (TimeoutError, aiohttp.ClientError, OSError) as error:
+            reason = type(error).__name__
+            raise LabelStudioError(f"GET /health: Label Studio unreachable ({reason})") from None
+        if not date:
+            raise LabelStudioError("GET /health: no Date header")
+        return parsedate_to_datetime(date)
 
     # webhooks ------------------------------------------------------------------------------------------
     async def ensure_webhook(self, project: int, url: str, headers: dict[str, str]) -> int:
