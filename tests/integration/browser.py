@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import itertools
 import json
+import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -51,10 +54,10 @@ async def _screenshot(url: str, cookies: Sequence[dict[str, Any]], wanted: Seque
     ensure_browser()
     port = free_port()
     browser = subprocess.Popen([require_binary("chromium"), "--headless=new", "--no-sandbox", "--disable-gpu",
-                                "--no-first-run", "--hide-scrollbars", f"--remote-debugging-port={port}",
-                                "--remote-debugging-address=127.0.0.1", f"--user-data-dir={profile}",
-                                f"--window-size={width},{height}", "about:blank"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                "--disable-dev-shm-usage", "--no-first-run", "--hide-scrollbars",
+                                f"--remote-debugging-port={port}", "--remote-debugging-address=127.0.0.1",
+                                f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         async with aiohttp.ClientSession() as session:
             deadline = time.monotonic() + 60
@@ -90,17 +93,21 @@ async def _screenshot(url: str, cookies: Sequence[dict[str, Any]], wanted: Seque
                 await asyncio.sleep(1.0)  # let the last layout and fonts settle
                 shot = await page.call("Page.captureScreenshot", format="png")
                 return base64.b64decode(shot["data"]), await page.text()
-    finally:
-        browser.terminate()
+    finally:  # the whole process group: renderer and helper processes too, before the profile goes
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(browser.pid, signal.SIGTERM)
         try:
             browser.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            browser.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(browser.pid, signal.SIGKILL)
+            browser.wait(timeout=20)
 
 
 def screenshot(url: str, cookies: Sequence[dict[str, Any]], wanted: Sequence[str], width: int = 1280,
                height: int = 800, timeout: float = 90.0) -> tuple[bytes, str]:
     """The PNG of ``url`` at ``width`` × ``height`` once its text holds every string of ``wanted``, and that
     text. ``cookies`` are DevTools ``Network.setCookie`` parameters (name, value, url or domain)."""
-    with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
+    # a helper process may still write to the profile as it goes: leftovers are not the test's failure
+    with tempfile.TemporaryDirectory(prefix="chromium-", ignore_cleanup_errors=True) as profile:
         return asyncio.run(_screenshot(url, cookies, wanted, width, height, timeout, Path(profile)))
