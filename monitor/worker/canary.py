@@ -34,14 +34,19 @@ async def current(state: RedisState, config: CanaryConfig) -> Verdicts:
     return Verdicts(comparisons(history, deploys, config), every)
 
 
+LOOP_SHARE = 10.0  # the wait after an evaluation: at least this many times its duration
+
+
 async def alert_loop(state: RedisState, config: CanaryConfig, client: AlertmanagerClient,
                      alerts: AlertConfig, interval: float = 15.0) -> None:
     """Every ``interval`` seconds: the verdicts, through the alert book, to Alertmanager (each worker
-    sends the same alerts; Alertmanager merges them by their labels)."""
+    sends the same alerts; Alertmanager merges them by their labels). The wait after an evaluation is at
+    least ``LOOP_SHARE`` times its duration, so a long history never starves the consumer."""
     book = AlertBook(alerts)
     client.start()
     try:
         while True:
+            started = time.monotonic()
             try:
                 verdicts = await current(state, config)
                 notes = book.update(time.time(), verdicts.comparisons)
@@ -51,6 +56,8 @@ async def alert_loop(state: RedisState, config: CanaryConfig, client: Alertmanag
                 client.send(notes)
             except Exception:  # Redis down, say: the next round tries again
                 log.exception("canary verdicts failed; retrying in %.0f s", interval)
-            await asyncio.sleep(interval)
+            # an evaluation runs on the event loop that consumes the topics: however long it takes (it grows
+            # with the history it reads), the verdicts take at most about a tenth of the worker's time
+            await asyncio.sleep(max(interval, LOOP_SHARE * (time.monotonic() - started)))
     finally:
         client.stop()
