@@ -6,7 +6,7 @@
    benchmarks/stream.py, is 3,000–3,400 messages/s on this 2-core machine). Its RSS when idle after
    that is the baseline.
 2. Burst: the next messages of the same simulated stream are produced for ``BURST_SECONDS`` at
-   ``BURST_FACTOR`` (10.5) times that rate, paced in 20 ms steps, by one aiokafka producer filling
+   ``BURST_FACTOR`` (12) times that rate, paced in 20 ms steps, by one aiokafka producer filling
    record batches per partition itself (``create_batch``/``send_batch``, Kafka's murmur2 partitioner);
    the rate counts from the first send to the last acknowledgement and must reach 10× the drain rate.
 3. Drain: every second from the burst's start, the worker's ``search_relevance_consumer_lag`` (summed
@@ -52,7 +52,8 @@ from tests.integration.worker_harness import Group, Stream, Worker, flush_events
 pytestmark = pytest.mark.integration
 
 WARMUP_MESSAGES = 30_000
-BURST_FACTOR = 10.5        # paced a little above 10× so that the achieved rate is at least 10×
+BURST_FACTOR = 12.0        # paced above 10×: the rate counts to the last acknowledgement, and CI reached
+                           # only 9.9× when paced at 10.5× (12,649/s against a drain rate of 1,280/s)
 BURST_SECONDS = float(os.environ.get("MONITOR_LOAD_BURST_SECONDS", "5"))
 MAX_DRAIN_RATE = 6_000.0   # messages/s the simulated stream is sized for (the measured rate is ~3,300)
 RSS_GROWTH_MIB = 64.0      # above the idle RSS after the warm-up (measured: +32 MiB)
