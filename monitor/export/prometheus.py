@@ -105,16 +105,24 @@ class RelevanceCollector(Collector):
                     for name, doc in COUNTERS.items()}
         dead = CounterMetricFamily(f"{self.prefix}_dead_letters",
                                    "Invalid events sent to the dead-letter topic", labels=["reason"])
+        dropped = CounterMetricFamily(f"{self.prefix}_labels_dropped",
+                                      "Grades dropped without scoring anything, by reason (evicted: waiting "
+                                      "for an impression when more than max_early_sessions sessions' labels "
+                                      "did)",
+                                      labels=["reason"])
         merged: dict[tuple[str, tuple[str, str, str]], float] = {}
         for (group, name), value in snap.counters.items():
             if group and name in families:
                 merged[(name, exported[group])] = merged.get((name, exported[group]), 0.0) + value
             elif not group and name.startswith("dead_letter:"):
                 dead.add_metric([name.split(":", 1)[1]], value)
+            elif not group and name.startswith("labels_dropped:"):
+                dropped.add_metric([name.split(":", 1)[1]], value)
         for (name, labels), value in sorted(merged.items()):
             families[name].add_metric(list(labels), value)
         yield from families.values()
         yield dead
+        yield dropped
         for direction, source in (("added", snap.added), ("removed", snap.removed)):
             family = CounterMetricFamily(
                 f"{self.prefix}_stat_{direction}",

@@ -39,6 +39,7 @@ from monitor.core.stream.join import (
     future_error,
     merge_shared,
     past_error,
+    quiet_horizon,
     shared_refresh,
     step,
 )
@@ -129,6 +130,27 @@ class MemoryPipeline:
         self._queue.append((target, event))
         while self._queue:
             self._process(*self._queue.popleft())
+        if isinstance(event, Impression) and self.partitions > 1:
+            self._close_quiet()
+
+    def _close_quiet(self) -> None:
+        """Close the due sessions of partitions whose traffic stopped (``idle_after`` behind the others:
+        :func:`~monitor.core.stream.join.quiet_horizon`), as the worker does; checked after each
+        impression, so a replay does it at the same point of the stream every time."""
+        stream = self.watermark
+        for partition, state in enumerate(self.state):
+            if not state.heap:
+                continue
+            horizon = quiet_horizon(state.watermark, stream, self.config)
+            if horizon is None or state.heap[0][0] > horizon:
+                continue
+            while True:
+                due = state.due(horizon, self.config.max_closes_per_step)
+                t = close_step(Loaded(watermark=state.watermark, due=due), horizon, self.config, self.scale,
+                               move=False)
+                self._apply(partition, t)
+                if not due:
+                    break
 
     # -- one step -------------------------------------------------------------------------------------
     def _process(self, partition: int, event: Event) -> None:
@@ -138,7 +160,10 @@ class MemoryPipeline:
 
     def _apply(self, partition: int, t: Transition) -> None:
         state = self.state[partition]
-        state.apply(t)
+        evicted = state.apply(t, self.config.max_early_sessions)
+        if evicted:  # a flood of labels for sessions never shown: the oldest waiting ones make room
+            self._count("", "labels_dropped:evicted", float(sum(len(labels) for _, labels in evicted)))
+            self._count("", "early_sessions_evicted", float(len(evicted)))
         for ts, group, delta in t.deltas:
             for slice_key in slice_keys(ts, self.config):
                 add(self.slices[partition].setdefault(slice_key, {}).setdefault(group, {}), delta)

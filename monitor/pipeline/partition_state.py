@@ -95,16 +95,23 @@ class PartitionState:
         loaded.due = self.due(next_watermark(self.watermark, event), config.max_closes_per_step)
         return loaded
 
-    def apply(self, t: Transition) -> None:
-        """The partition-local part of a transition (not the aggregates, counters or per-query state)."""
+    def apply(self, t: Transition, max_early: int | None = None) -> list[tuple[str, Labels]]:
+        """The partition-local part of a transition (not the aggregates, counters or per-query state).
+        Returns the early labels evicted because more than ``max_early`` sessions' labels were waiting for
+        their impressions: the oldest first, in the order their first labels came (as Redis does)."""
         self.watermark = t.watermark
         for record in t.records:
             self.records[record.session_id] = record
         for session_id, labels in t.early_labels.items():
-            self.early[session_id] = labels
-            self.early_since[session_id] = t.watermark
+            self.early[session_id] = labels  # a dict keeps the first arrival's place: eviction order
+            self.early_since.setdefault(session_id, t.watermark)
         for session_id in t.drop_early_labels:
             self.early.pop(session_id, None)
+            self.early_since.pop(session_id, None)
+        evicted: list[tuple[str, Labels]] = []
+        while max_early is not None and len(self.early) > max_early:
+            session_id = next(iter(self.early))
+            evicted.append((session_id, self.early.pop(session_id)))
             self.early_since.pop(session_id, None)
         for session_id, deadline in t.deadlines.items():
             self.deadlines[session_id] = deadline
@@ -119,3 +126,4 @@ class PartitionState:
         if t.budget is not None:
             bucket, period, amount = t.budget
             self.budget[(bucket, period)] = self.budget.get((bucket, period), 0.0) + amount
+        return evicted

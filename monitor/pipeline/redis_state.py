@@ -63,6 +63,7 @@ from monitor.core.stream.join import (
     future_error,
     merge_shared,
     past_error,
+    quiet_horizon,
     shared_grades,
     shared_refresh,
     step,
@@ -218,6 +219,30 @@ for _, op in ipairs(ops) do
       if not old or (name == 'hmin' and new < tonumber(old)) or (name == 'hmax' and new > tonumber(old)) then
         redis.call('HSET', key, op[i], op[i + 1])
       end
+    end
+  elseif name == 'early' then
+    -- sessions whose labels wait for their impression (KEYS: the partition's zset of them, by arrival):
+    -- register the new ones, then evict the oldest beyond the cap, counting their sessions and grades
+    local meta, prefix, counters, cap = op[3], op[4], op[5], tonumber(op[6])
+    for i = 7, #op do
+      if not redis.call('ZSCORE', key, op[i]) then
+        redis.call('ZADD', key, redis.call('HINCRBY', meta, 'eseq', 1), op[i])
+      end
+    end
+    local excess = redis.call('ZCARD', key) - cap
+    if excess > 0 then
+      local popped = redis.call('ZPOPMIN', key, excess)
+      local sessions, grades = 0, 0
+      for j = 1, #popped, 2 do
+        local raw = redis.call('GET', prefix .. popped[j])
+        if raw then
+          sessions = sessions + 1
+          for _ in pairs(cjson.decode(raw)) do grades = grades + 1 end
+          redis.call('DEL', prefix .. popped[j])
+        end
+      end
+      redis.call('HINCRBYFLOAT', counters, '|labels_dropped:evicted', grades)
+      redis.call('HINCRBYFLOAT', counters, '|early_sessions_evicted', sessions)
     end
   elseif name == 'rpush' then
     for i = 3, #op do redis.call('RPUSH', key, op[i]) end
@@ -617,11 +642,17 @@ class RedisState:
             ops.add("hset", meta, "wm", repr(batch.watermark))
         for session_id, record in batch.records.items():
             ops.add("set", self._p(partition, "s", session_id), record.to_json(), ttl)
+        waiting = self._p(partition, "early")
         for session_id, labels in batch.early.items():
             if labels is None:
                 ops.add("del", self._p(partition, "e", session_id))
+                ops.add("zrem", waiting, session_id)
             else:
                 ops.add("set", self._p(partition, "e", session_id), json.dumps(labels), ttl)
+        arrived = [s for s, labels in batch.early.items() if labels is not None]
+        if arrived:  # registered in arrival order, the oldest evicted beyond max_early_sessions
+            ops.add("early", waiting, meta, self._p(partition, "e", ""), self._p(partition, "cnt"),
+                    str(config.max_early_sessions), *arrived)
         added = [a for s, d in batch.deadlines.items() if d is not None for a in (repr(d), s)]
         dropped = [s for s, d in batch.deadlines.items() if d is None]
         if added:
@@ -705,6 +736,42 @@ class RedisState:
                 await self._commit(partition, batch, {})
                 if not due:
                     break
+
+    async def close_quiet(self, partition: int, wall_elapsed: float = 0.0) -> int:
+        """Close the due sessions of a quiet partition (one without an impression for a while: the worker
+        calls this once ``idle_timeout`` wall seconds passed, ``wall_elapsed`` since its last impression) by
+        :func:`~monitor.core.stream.join.quiet_horizon`: the other partitions' event time minus
+        ``idle_after``, or its own watermark plus ``wall_elapsed`` when the whole stream is quiet. Its
+        watermark stays; every commit is fenced like a batch's (:class:`Fenced` if another worker
+        committed the partition meanwhile). Returns the sessions closed."""
+        partitions = sorted(int(p) for p in await self.redis.smembers(f"{self.prefix}:partitions"))
+        if partition not in partitions:
+            return 0
+        closed = 0
+        while True:
+            pipe = self.redis.pipeline(transaction=False)
+            for p in partitions:
+                pipe.hmget(self._p(p, "meta"), "wm", SEQ)
+            rows = await pipe.execute()
+            marks = {p: float(row[0]) for p, row in zip(partitions, rows, strict=True) if row[0] is not None}
+            own = marks.get(partition, -math.inf)
+            horizon = quiet_horizon(own, max(marks.values(), default=-math.inf), self.config, wall_elapsed)
+            if horizon is None:
+                return closed
+            ids = await self.redis.zrangebyscore(self._p(partition, "dl"), "-inf", horizon, start=0,
+                                                 num=self.config.max_closes_per_step)
+            if not ids:
+                return closed
+            records = await self.redis.mget([self._p(partition, "s", _text(i)) for i in ids])
+            due = [SessionRecord.from_json(r) for r in records if r]
+            closing = close_step(Loaded(watermark=own, due=due), horizon, self.config, self.scale, move=False)
+            batch = Batch(partition)
+            batch.add(closing, self.config)
+            batch.watermark = None  # the partition's own watermark is not moved
+            batch.deadlines.update({_text(i): None for i in ids})  # records gone by TTL leave the index too
+            seq = rows[partitions.index(partition)][1]
+            await self._commit(partition, batch, {}, fence=_text(seq) if seq is not None else "")
+            closed += sum(1 for r in closing.records)
 
     # -- export ---------------------------------------------------------------------------------------
     async def health(self) -> tuple[int, int]:

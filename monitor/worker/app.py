@@ -11,7 +11,9 @@ Redis's offsets are the truth (docs/worker.md, "Failure and recovery"): when Red
 needs (it lost acknowledged writes), the processor reads the missing messages from Kafka again with
 :func:`~monitor.worker.reread.fetch_range` and applies them first; every ``VERIFY_INTERVAL`` seconds
 :meth:`~monitor.worker.processor.Processor.verify` makes the same check for partitions without traffic;
-a rebalance makes the processor forget what it knew of the partitions. Producing the outbox waits out
+a rebalance makes the processor forget what it knew of the partitions. The same round closes the due
+sessions of partitions without an impression for ``idle_timeout`` seconds (quiet partitions: see
+:func:`~monitor.core.stream.join.quiet_horizon`). Producing the outbox waits out
 a Kafka outage (retried with backoff) instead of failing the agent.
 """
 
@@ -135,6 +137,10 @@ def build(settings: WorkerSettings) -> Runtime:
         caught_up = await processor.verify(assigned, committed)
         if caught_up:
             await processor.drain(caught_up, send)
+        closed = await processor.close_quiet({p for t, p in assigned if t == topics.impressions},
+                                             settings.idle_timeout)
+        if closed:
+            log.info("closed %d sessions of quiet partitions", closed)
 
     @app.task  # type: ignore[untyped-decorator]
     async def verify_redis() -> None:

@@ -22,6 +22,7 @@ class PipelineView:
     waiting: int
     redis_memory: int
     redis_retries: int = 0
+    quiet_closed: int = 0
 
 
 class PipelineCollector(Collector):
@@ -49,3 +50,6 @@ class PipelineCollector(Collector):
         yield CounterMetricFamily(f"{self.prefix}_redis_retries",
                                   "Messages retried by this worker because Redis was unreachable",
                                   value=view.redis_retries)
+        yield CounterMetricFamily(f"{self.prefix}_quiet_closes",
+                                  "Sessions this worker closed because their partition had no impression for "
+                                  "idle_timeout (docs/worker.md, quiet partitions)", value=view.quiet_closed)

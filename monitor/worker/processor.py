@@ -23,6 +23,7 @@ import base64
 import functools
 import json
 import logging
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -108,6 +109,8 @@ class Processor:
         self.replayed = 0   # messages read from Kafka again because Redis had lost them
         self._lock = asyncio.Lock()
         self._generation = 0  # bumped by forget(): a batch started before does not record positions
+        self.last_impression: dict[int, float] = {}  # partition → wall time (monotonic) of its last one
+        self.quiet_closed = 0  # sessions closed because their partition went quiet
 
     def _outbox(self, topic: str, partition: int, offset: int, key: bytes | None, raw: bytes) -> Outbox:
         def entries(outcome: Outcome) -> Sequence[bytes]:
@@ -143,9 +146,12 @@ class Processor:
         async with self._lock:
             outcomes: list[Outcome | None] = [None] * len(batch)
             by_partition: dict[int, list[int]] = {}
+            now = time.monotonic()
             for index, message in enumerate(batch):
                 by_partition.setdefault(message.partition, []).append(index)
                 self.consumed[message.topic] += 1
+                if message.topic == self.topics.impressions:
+                    self.last_impression[message.partition] = now
             for partition, indices in by_partition.items():
                 results = await self._partition(partition, [batch[i] for i in indices])
                 for index, outcome in zip(indices, results, strict=True):
@@ -251,6 +257,7 @@ class Processor:
         self._generation += 1
         for key in partitions:
             self.positions.pop(key, None)
+            self.last_impression.pop(key[1], None)
 
     async def verify(self, assigned: Iterable[tuple[str, int]],
                      committed: Mapping[tuple[str, int], int | None]) -> list[int]:
@@ -277,6 +284,27 @@ class Processor:
                 if behind:
                     caught_up.append(partition)
             return caught_up
+
+    async def close_quiet(self, partitions: Iterable[int], idle_timeout: float,
+                          now: float | None = None) -> int:
+        """Close the due sessions of the ``partitions`` (this worker's) that had no impression for
+        ``idle_timeout`` wall seconds (:meth:`RedisState.close_quiet`); a partition first seen here starts
+        its wait now. Returns the sessions closed (their annotation requests need no drain: a close
+        publishes nothing)."""
+        now = time.monotonic() if now is None else now
+        closed = 0
+        async with self._lock:
+            for partition in sorted(set(partitions)):
+                since = self.last_impression.setdefault(partition, now)
+                if now - since < idle_timeout:
+                    continue
+                try:
+                    closed += await self._retrying(
+                        functools.partial(self.state.close_quiet, partition, now - since))
+                except Fenced:  # another worker committed it meanwhile: it is not quiet, or not ours
+                    self.fenced += 1
+        self.quiet_closed += closed
+        return closed
 
     async def drain(self, partitions: Sequence[int],
                     send: Callable[[Sequence[Entry]], Awaitable[None]]) -> int:

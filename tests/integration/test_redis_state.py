@@ -261,3 +261,96 @@ async def test_events_with_a_wrong_clock_are_dead_letters_in_redis_too(redis_url
     for key, stats in expected.windows.items():
         for name, value in stats.items():
             assert got.windows[key].get(name, 0.0) == pytest.approx(value, abs=1e-9), (key, name)
+
+
+async def feed(state: RedisState, events: list[tuple[str, bytes, bytes]], partitions: int) -> None:
+    """``events`` one message per batch, in order, without closing anything at the end."""
+    offsets: dict[tuple[int, str], int] = {}
+    for topic, key, value in events:
+        partition = partition_of(key, partitions)
+        offset = offsets[(partition, topic)] = offsets.get((partition, topic), -1) + 1
+        outcome = await state.handle(partition, topic, offset, value)
+        for session_id, annotation in outcome.fan_out:
+            await state.apply_event(partition_of(session_id.encode(), partitions), annotation)
+
+
+@pytest.mark.parametrize("partitions", [2, 3])
+async def test_a_quiet_partition_closes_in_redis_as_in_process(redis_url: str, partitions: int) -> None:
+    """Issue 15, defect 3, on real Redis: ``close_quiet`` closes the quiet partition's due sessions by the
+    others' event time minus idle_after, as the in-process pipeline does after each impression; its own
+    watermark stays; the busy partitions have nothing to close; a second call closes nothing more."""
+    from tests.unit.test_quiet_and_flood import CONFIG as QUIET_CONFIG
+    from tests.unit.test_quiet_and_flood import quiet_stream, run
+
+    events, quiet = quiet_stream(partitions)
+    memory = run(events, partitions=partitions)
+    redis = Redis.from_url(redis_url)
+    try:
+        state = RedisState(redis, QUIET_CONFIG, SEED_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        await feed(state, events, partitions)
+        before = await state.snapshot()
+        closed = [await state.close_quiet(p) for p in range(partitions)]
+        again = [await state.close_quiet(p) for p in range(partitions)]
+        got = await state.snapshot()
+        waiting, _ = await state.health()
+        wm = float(await redis.hget(state._p(0, "meta"), "wm"))
+    finally:
+        await redis.aclose()
+    assert closed == [10] + [0] * (partitions - 1) and again == [0] * partitions
+    assert wm == 1019.0 and waiting == sum(len(s.deadlines) for s in memory.state)
+    expected = memory.snapshot()
+    assert before.windows != expected.windows  # the closes changed the numbers ...
+    assert set(got.windows) == set(expected.windows)  # ... to exactly the in-process ones
+    for key, stats in expected.windows.items():
+        for name, value in stats.items():
+            assert got.windows[key].get(name, 0.0) == pytest.approx(value, abs=1e-9), (key, name)
+    assert {k: v for k, v in got.counters.items() if v} == pytest.approx(
+        {k: v for k, v in expected.counters.items() if v})
+    assert len(quiet) == 20
+
+
+@pytest.mark.parametrize("cap", [40, 10_000])
+async def test_a_ghost_label_flood_in_redis_is_bounded_and_evicts_as_in_process(redis_url: str, cap: int) -> None:
+    """Issue 15, defect 4, on real Redis: with max_early_sessions ``cap`` per partition, 3,000 labels for
+    sessions never shown, mixed into a valid stream (whose own labels sometimes come before their
+    impression), leave at most ``cap`` sessions' early labels per partition in Redis; the oldest are
+    evicted first, every evicted grade counted, exactly as in process (one message per batch, the
+    worker's smallest). Below the cap, the numbers are those of the valid stream alone; at 40 the flood
+    evicts some valid sessions' early labels too (documented), the same ones in Redis as in process."""
+    from tests.unit.test_quiet_and_flood import ghost
+
+    partitions = 2
+    config = StreamConfig(join_window=300, min_coverage=0.6, max_early_sessions=cap,
+                          budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
+    events = interleave(random_stream(12, sessions=150)[0], random.Random(3))
+    rng = random.Random(9)
+    mixed = list(events)
+    for i in range(3000):
+        mixed.insert(rng.randrange(len(mixed) + 1), ghost(i))
+    memory = in_process(mixed, config, partitions)
+    alone = in_process(events, config, partitions)
+    redis = Redis.from_url(redis_url)
+    try:
+        state = RedisState(redis, config, SEED_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        await run_through_redis(state, mixed, partitions)
+        got = await state.snapshot()
+        early_keys = [k async for k in redis.scan_iter(match=f"{state.prefix}:*:e:*", count=1000)]
+        waiting = [await redis.zcard(state._p(p, "early")) for p in range(partitions)]
+    finally:
+        await redis.aclose()
+    expected = memory.snapshot()
+    assert len(early_keys) <= partitions * cap and max(waiting) <= cap
+    evicted = expected.counters.get(("", "early_sessions_evicted"), 0.0)
+    assert evicted >= 3000 - partitions * cap
+    assert got.counters.get(("", "early_sessions_evicted"), 0.0) == evicted
+    assert {k: v for k, v in got.counters.items() if v} == pytest.approx(
+        {k: v for k, v in expected.counters.items() if v})
+    for key, stats in expected.windows.items():
+        for name, value in stats.items():
+            assert got.windows[key].get(name, 0.0) == pytest.approx(value, abs=1e-9), (key, name)
+    if evicted:
+        assert got.counters[("", "labels_dropped:evicted")] == expected.counters[("", "labels_dropped:evicted")]
+        return
+    for key, stats in alone.snapshot().windows.items():  # the valid stream's numbers, unchanged
+        for name, value in stats.items():
+            assert got.windows[key].get(name, 0.0) == pytest.approx(value, abs=1e-9), (key, name)

@@ -60,6 +60,11 @@ class StreamConfig:
     max_future: float = 86400.0          # an impression or deploy this far ahead of the wall clock: dead
                                          # letter ts_out_of_range (and one older than state_ttl behind)
     query_history: bool = True           # ... and each query's DCG per epoch (query-difficulty adjustment)
+    idle_after: float = 900.0            # a partition this far behind the others is quiet: its sessions
+                                         # close by the others' event time minus this (join.quiet_horizon)
+    max_early_sessions: int = 10_000     # sessions per partition whose labels wait for their impression;
+                                         # beyond it the oldest are evicted (counted): a ghost-label flood
+                                         # cannot grow memory
 
     def __post_init__(self) -> None:
         _per_bucket("k", self.k, 1)
@@ -77,7 +82,8 @@ class StreamConfig:
                               f"got {self.budget_unit!r}")
         positive = {"join_window": self.join_window, "state_ttl": self.state_ttl,
                     "budget_period": self.budget_period, "frequency_window": self.frequency_window,
-                    "epoch": self.epoch, "history": self.history, "max_future": self.max_future}
+                    "epoch": self.epoch, "history": self.history, "max_future": self.max_future,
+                    "idle_after": self.idle_after}
         for name, value in positive.items():
             if not (math.isfinite(value) and value > 0):
                 raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
@@ -98,7 +104,8 @@ class StreamConfig:
         for name, count in {"slices_per_window": self.slices_per_window,
                             "frequency_slices": self.frequency_slices, "sketch_width": self.sketch_width,
                             "sketch_depth": self.sketch_depth,
-                            "max_closes_per_step": self.max_closes_per_step}.items():
+                            "max_closes_per_step": self.max_closes_per_step,
+                            "max_early_sessions": self.max_early_sessions}.items():
             if isinstance(count, bool) or not isinstance(count, int) or count < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {count!r}")
         if not 0 <= self.torso_min_frequency <= self.head_min_frequency:

@@ -399,11 +399,13 @@ def _close_due(loaded: Loaded, config: StreamConfig, scale: Scale, out: Transiti
                horizon: float | None = None) -> None:
     touched = {r.session_id for r in out.records}
     limit = out.watermark if horizon is None else horizon
+    # the event time the sessions close at (their join lag): a quiet partition's, its horizon
+    now = max(out.watermark, limit) if math.isfinite(limit) else out.watermark
     for record in loaded.due[:config.max_closes_per_step]:
         if record.session_id in touched or record.status != "pending" or record.deadline > limit:
             continue
         if record.coverage() >= config.min_coverage:
-            _score(record, scale, out.watermark, out)
+            _score(record, scale, now, out)
         else:
             _expire(record, out)
         out.drop_deadlines.append(record.session_id)
@@ -431,10 +433,37 @@ def step(event: Event, loaded: Loaded, config: StreamConfig, scale: Scale, parti
     return out
 
 
-def close_step(loaded: Loaded, watermark: float, config: StreamConfig, scale: Scale) -> Transition:
-    """Close sessions due by ``watermark`` without an event: an idle partition whose watermark an adapter
-    advanced, or the end of a replay (``watermark=inf`` closes everything, leaving the watermark as is)."""
-    out = Transition(watermark=max(loaded.watermark, watermark) if math.isfinite(watermark)
-                     else loaded.watermark)
+def close_step(loaded: Loaded, watermark: float, config: StreamConfig, scale: Scale,
+               move: bool = True) -> Transition:
+    """Close sessions due by ``watermark`` without an event: the end of a replay (``watermark=inf``
+    closes everything, leaving the watermark as is), or a quiet partition (``move=False``: its sessions
+    close by the event time the others reached, see :func:`quiet_horizon`, while its own watermark stays
+    what its impressions made it, so the dead-letter rule for old impressions is unchanged)."""
+    moved = move and math.isfinite(watermark)
+    out = Transition(watermark=max(loaded.watermark, watermark) if moved else loaded.watermark)
     _close_due(loaded, config, scale, out, horizon=watermark)
     return out
+
+
+def quiet_horizon(own: float, stream: float, config: StreamConfig, wall_elapsed: float = 0.0) -> float | None:
+    """The event time a quiet partition's sessions close by, or None when it is not quiet.
+
+    ``own``: the partition's watermark (its latest impression); ``stream``: the highest watermark of all
+    partitions. A partition more than ``idle_after`` behind the stream closes what is due by
+    ``stream - idle_after``: a partition whose traffic stopped (night, a small deployment, a producer
+    gone) no longer holds its sessions back for ever. ``wall_elapsed`` (the worker only: wall-clock
+    seconds since the partition's last impression, once that reaches ``idle_timeout``) lets event time
+    run on with the wall clock when the whole stream is quiet (the end of a backfill):
+    ``own + wall_elapsed``. The closes are those a later impression would have made; a label that comes
+    after re-scores the session as usual, so the final numbers do not depend on when this runs.
+
+    >>> cfg = StreamConfig(idle_after=900.0)
+    >>> quiet_horizon(1000.0, 5000.0, cfg), quiet_horizon(4500.0, 5000.0, cfg)
+    (4100.0, None)
+    >>> quiet_horizon(1000.0, 1000.0, cfg, wall_elapsed=3600.0)
+    4600.0
+    """
+    if not math.isfinite(own):
+        return None
+    horizon = max(stream - config.idle_after, own + wall_elapsed)
+    return horizon if horizon > own else None
