@@ -163,16 +163,16 @@ class MemoryPipeline:
         self.deploys.extend(t.deploys)
         if t.query_labels is not None:
             key, labels = t.query_labels
-            merged, stamps, won, stale = merge_grades(self.query_labels.get(key, {}),
-                                                      self.query_stamps.get(key, {}), labels, t.query_ts)
+            merged, stamps, winners, stale = merge_grades(self.query_labels.get(key, {}),
+                                                          self.query_stamps.get(key, {}), labels, t.query_ts)
             self.query_labels[key] = merged
             if stamps:
                 self.query_stamps[key] = stamps
             if stale:
                 self._count("", "stale_labels", float(stale))
             self.query_seen[key] = self.watermark
-            if won:  # only the grades that won reach the sessions
-                self._fan_out(key, won, t.query_ts)
+            if winners:  # only the grades that won reach the sessions
+                self._fan_out(key, winners, t.query_ts)
         if t.shared is not None:
             key, origin, ts, labels = t.shared
             entries = self.shared.setdefault(key, {})

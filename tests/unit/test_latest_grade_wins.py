@@ -253,3 +253,19 @@ def test_stale_grades_are_counted_and_exported() -> None:
     samples = {s.name: s.value for family in RelevanceCollector(pipeline.snapshot).collect()
                for s in family.samples}
     assert samples["search_relevance_stale_labels_total"] == 4
+
+
+def test_the_offline_evaluator_reads_jsonl_events_by_the_same_rule(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from monitor.offline.sessions import read_sessions
+
+    lines = [impression("s1", 1000.0, DOCS, query="q"), graded("s1", "a", 3, 200.0)[2],
+             graded("s1", "a", 0, 100.0)[2],                     # the old grade re-sent: loses
+             graded("s1", "b", 1, 5.0)[2], graded("s1", "b", 2, 5.0)[2],  # a tie: the later line
+             graded("s1", "c", 1, 5.0)[2], graded("s1", "c", 3, None)[2],  # no ts: the later line
+             judged("q", "d", 2, 50.0)[2], judged("q", "d", 0, 10.0)[2]]
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    data = read_sessions([path], SEED_SCALE)
+    assert {d: g.level for d, g in data.session_labels["s1"].items()} == {"a": 3, "b": 2, "c": 3}
+    assert {d: g.level for d, g in data.query_labels["q"].items()} == {"d": 2}
+    assert data.stale == 2
