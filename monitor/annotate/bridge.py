@@ -8,6 +8,10 @@ nor repeats anything:
   any request is read and records every task of the project;
 * ``sent``: task id → the identity (annotation id, change time, grade) of the last grade produced for it.
   A webhook delivered twice, or a reconciliation after one, finds the same identity and produces nothing;
+* ``sent_ts``: task id → the ``ts`` that grade was produced with. The stream keeps the grade with the
+  latest ``ts`` (docs/events.md), so a grade produced after it is never given an earlier one: when a
+  deletion makes an older annotation the pair's grade again, it is sent with the last ``ts`` sent (a tie,
+  which the later delivered wins), not with its own older change time, which would lose;
 * ``annotations``: annotation id → task id, for deletions (Label Studio's delete webhook names only the
   annotation).
 
@@ -20,6 +24,7 @@ repeat (after a crash between the two) is the identical grade, which changes not
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -51,18 +56,35 @@ T = TypeVar("T")
 
 
 def annotation_event(query: str, doc_id: str, given: GradeGiven, task_id: int,
-                     session_id: str | None = None) -> bytes:
+                     session_id: str | None = None, ts: float | None = None) -> bytes:
     """The annotation event for a pair's grade (docs/events.md), with its provenance: query-level, or for
-    one session (``session_id``, session scope)."""
+    one session (``session_id``, session scope); ``ts``: the event's (default: the grade's change time)."""
     scope: dict[str, str] = {"query": query} if session_id is None else {"session_id": session_id}
     body: dict[str, Any] = {
         "type": "annotation", "schema": 1, **scope,
-        "grades": [{"doc_id": doc_id, "grade": given.grade}], "ts": given.ts,
+        "grades": [{"doc_id": doc_id, "grade": given.grade}], "ts": given.ts if ts is None else ts,
         "source": "label-studio", "task": task_id, "annotation": given.annotation_id,
     }
     if given.annotator is not None:
         body["annotator"] = given.annotator
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def event_ts(given: GradeGiven, sent: str | None, sent_ts: str | None) -> float:
+    """The ``ts`` to produce ``given`` with: its change time, but never earlier than the ``ts`` of the
+    grade last produced for the pair (``sent``: its identity; ``sent_ts``: the ts it was produced with,
+    absent in state written before it was kept), so the stream's latest-``ts`` rule lets it win.
+
+    >>> event_ts(GradeGiven(5, "高", 100.0, None), "6|200.0|无", "200.0")
+    200.0
+    >>> event_ts(GradeGiven(6, "低", 300.0, None), "6|200.0|无", None)
+    300.0
+    """
+    last = [float(sent_ts)] if sent_ts else []
+    if sent:
+        with contextlib.suppress(IndexError, ValueError):
+            last.append(float(sent.split("|", 2)[1]))
+    return max([given.ts, *last])
 
 
 @dataclass
@@ -182,8 +204,9 @@ class Bridge:
             sent = await self.redis.hget(self._key("sent"), str(task_id))
             if sent is not None and (sent.decode() if isinstance(sent, bytes) else sent) == given.identity():
                 return False
-            await self.produce(query.encode(), annotation_event(query, doc_id, given, task_id))
-            await self.redis.hset(self._key("sent"), str(task_id), given.identity())
+            ts = await self._event_ts(str(task_id), sent, given)
+            await self.produce(query.encode(), annotation_event(query, doc_id, given, task_id, ts=ts))
+            await self._record_sent(str(task_id), given, ts)
             self.metrics.grades_produced.inc()
             return True
 
@@ -199,12 +222,23 @@ class Bridge:
             sent = await self.redis.hget(self._key("sent"), field)
             if sent is not None and (sent.decode() if isinstance(sent, bytes) else sent) == given.identity():
                 continue
+            ts = await self._event_ts(field, sent, given)
             await self.produce(session_id.encode(),
-                               annotation_event(query, doc_id, given, task_id, session_id=session_id))
-            await self.redis.hset(self._key("sent"), field, given.identity())
+                               annotation_event(query, doc_id, given, task_id, session_id=session_id, ts=ts))
+            await self._record_sent(field, given, ts)
             self.metrics.grades_produced.inc()
             produced = True
         return produced
+
+    async def _event_ts(self, field: str, sent: Any, given: GradeGiven) -> float:
+        stored = await self.redis.hget(self._key("sent_ts"), field)
+        return event_ts(given, None if sent is None else _str(sent), None if stored is None else _str(stored))
+
+    async def _record_sent(self, field: str, given: GradeGiven, ts: float) -> None:
+        pipe = self.redis.pipeline(transaction=True)  # both or neither
+        pipe.hset(self._key("sent"), field, given.identity())
+        pipe.hset(self._key("sent_ts"), field, repr(ts))
+        await pipe.execute()
 
     async def task_of_annotation(self, annotation_id: int) -> int | None:
         found = await self.redis.hget(self._key("annotations"), str(annotation_id))
@@ -234,3 +268,7 @@ class Bridge:
         await self.redis.set(self._key("checkpoint"), started.isoformat())
         self.metrics.reconciliations.inc()
         return produced
+
+
+def _str(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -110,9 +110,16 @@ class RelevanceCollector(Collector):
                                       "for an impression when more than max_early_sessions sessions' labels "
                                       "did)",
                                       labels=["reason"])
+        stale = CounterMetricFamily(
+            f"{self.prefix}_stale_labels",
+            "Grades that lost to a held grade with a later ts (a re-sent old grade): they changed nothing",
+            labels=[])
+        stale_total = 0.0
         merged: dict[tuple[str, tuple[str, str, str]], float] = {}
         for (group, name), value in snap.counters.items():
-            if group and name in families:
+            if name == "stale_labels":  # sessions' own and query grades (per group), early labels, queries'
+                stale_total += value
+            elif group and name in families:
                 merged[(name, exported[group])] = merged.get((name, exported[group]), 0.0) + value
             elif not group and name.startswith("dead_letter:"):
                 dead.add_metric([name.split(":", 1)[1]], value)
@@ -123,6 +130,8 @@ class RelevanceCollector(Collector):
         yield from families.values()
         yield dead
         yield dropped
+        stale.add_metric([], stale_total)
+        yield stale
         for direction, source in (("added", snap.added), ("removed", snap.removed)):
             family = CounterMetricFamily(
                 f"{self.prefix}_stat_{direction}",

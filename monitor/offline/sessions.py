@@ -2,7 +2,9 @@
 
 Each impression session is one ranked list, in the order shown (position 1 first); model scores orient
 PNR and AUC pairs. A session's labels are the query-level judgments of its query overlaid by the grades
-given for that session (the later of two grades for one document wins: a correction). The NDCG ideal
+given for that session. Of two grades for one document, the one with the later ``ts`` wins (a correction;
+a re-sent old grade does not undo it); on a tie, or without ``ts``, the later line (the stream's rule:
+docs/events.md, :func:`monitor.core.stream.join.merge_grades`). The NDCG ideal
 pool is the same set of labels. Sessions with no label at all are left out (as trec_eval leaves out
 queries without qrels) and counted. Deploy events are accepted and ignored here.
 """
@@ -28,6 +30,8 @@ class SessionFile:
     session_labels: dict[str, dict[str, Grade]] = field(default_factory=dict)
     query_labels: dict[str, dict[str, Grade]] = field(default_factory=dict)
     unlabelled: int = 0
+    stamps: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)  # the ts of each grade held
+    stale: int = 0  # grades that lost to a held grade with a later ts
 
 
 def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
@@ -62,10 +66,17 @@ def read_sessions(paths: list[Path], scale: Scale, limits: Limits = DEFAULT_LIMI
             elif isinstance(event, Annotation):
                 if event.session_id is not None:
                     target = out.session_labels.setdefault(event.session_id, {})
+                    held = out.stamps.setdefault(("session", event.session_id), {})
                 else:
                     target = out.query_labels.setdefault(event.query or "", {})
+                    held = out.stamps.setdefault(("query", event.query or ""), {})
                 for label in event.labels:
+                    if event.ts is not None and held.get(label.doc_id, float("-inf")) > event.ts:
+                        out.stale += 1
+                        continue
                     target[label.doc_id] = label.grade
+                    if event.ts is not None:
+                        held[label.doc_id] = event.ts
     return out
 
 

@@ -33,10 +33,12 @@ from monitor.core.stream.join import (
     Labels,
     Loaded,
     SharedGrades,
+    Stamps,
     Transition,
     close_step,
     fan_out_annotation,
     future_error,
+    merge_grades,
     merge_shared,
     past_error,
     quiet_horizon,
@@ -85,6 +87,7 @@ class MemoryPipeline:
         self.state = [PartitionState() for _ in range(partitions)]
         self.slices: list[dict[tuple[str, int], dict[str, Stats]]] = [{} for _ in range(partitions)]
         self.query_labels: dict[str, Labels] = {}
+        self.query_stamps: dict[str, Stamps] = {}  # the ts of each query judgment that came with one
         self.shared: dict[str, SharedGrades] = {}  # query key → its shared grades
         self.pending_queries: dict[str, set[tuple[int, str]]] = {}
         self.counters: dict[tuple[str, str], float] = {}
@@ -154,7 +157,8 @@ class MemoryPipeline:
 
     # -- one step -------------------------------------------------------------------------------------
     def _process(self, partition: int, event: Event) -> None:
-        loaded = self.state[partition].load(event, self.query_labels, self.config, self.shared)
+        loaded = self.state[partition].load(event, self.query_labels, self.config, self.shared,
+                                            self.query_stamps)
         transition = step(event, loaded, self.config, self.scale, self.partitions)
         self._apply(partition, transition)
 
@@ -184,9 +188,16 @@ class MemoryPipeline:
         self.deploys.extend(t.deploys)
         if t.query_labels is not None:
             key, labels = t.query_labels
-            self.query_labels.setdefault(key, {}).update(labels)
+            merged, stamps, winners, stale = merge_grades(self.query_labels.get(key, {}),
+                                                          self.query_stamps.get(key, {}), labels, t.query_ts)
+            self.query_labels[key] = merged
+            if stamps:
+                self.query_stamps[key] = stamps
+            if stale:
+                self._count("", "stale_labels", float(stale))
             self.query_seen[key] = self.watermark
-            self._fan_out(key, labels)
+            if winners:  # only the grades that won reach the sessions
+                self._fan_out(key, winners, t.query_ts)
         if t.shared is not None:
             key, origin, ts, labels = t.shared
             entries = self.shared.setdefault(key, {})
@@ -201,12 +212,12 @@ class MemoryPipeline:
                     if session_id != origin and session_id in self.state[member].records:
                         self._queue.append((member, shared_refresh(session_id, key, won, self.scale)))
 
-    def _fan_out(self, key: str, labels: Labels) -> None:
+    def _fan_out(self, key: str, labels: Labels, ts: float | None = None) -> None:
         """Query-level judgments become session annotations for the query's sessions in the join."""
         for partition, session_id in sorted(self.pending_queries.get(key, set())):
             record = self.state[partition].records.get(session_id)
             if record is not None:
-                self._queue.append((partition, fan_out_annotation(session_id, labels, self.scale)))
+                self._queue.append((partition, fan_out_annotation(session_id, labels, self.scale, ts)))
 
     def _count(self, group: str, name: str, delta: float = 1.0) -> None:
         self.counters[(group, name)] = self.counters.get((group, name), 0.0) + delta
@@ -235,6 +246,7 @@ class MemoryPipeline:
         for query in [q for q, seen in self.query_seen.items() if seen < horizon]:
             del self.query_seen[query]
             self.query_labels.pop(query, None)
+            self.query_stamps.pop(query, None)
         for query in [q for q, seen in self.shared_seen.items() if seen < horizon]:
             del self.shared_seen[query]  # like Redis's TTL of the query's shared grades, renewed by writes
             self.shared.pop(query, None)

@@ -19,6 +19,7 @@ from monitor.core.stream.join import (
     Labels,
     Loaded,
     SharedGrades,
+    Stamps,
     Transition,
     budget_period,
     frequency_slices,
@@ -33,6 +34,7 @@ class PartitionState:
     offsets: dict[str, int] = field(default_factory=dict)
     records: dict[str, SessionRecord] = field(default_factory=dict)
     early: dict[str, Labels] = field(default_factory=dict)
+    early_stamps: dict[str, Stamps] = field(default_factory=dict)  # their ts, for those that had one
     deadlines: dict[str, float] = field(default_factory=dict)
     heap: list[tuple[float, str]] = field(default_factory=list)
     sketch: dict[int, dict[str, float]] = field(default_factory=dict)
@@ -53,6 +55,7 @@ class PartitionState:
             del self.records[sid]
         for sid in [s for s, since in self.early_since.items() if since < horizon]:
             self.early.pop(sid, None)
+            self.early_stamps.pop(sid, None)
             del self.early_since[sid]
         first = min(frequency_slices(self.watermark, config))
         for index in [i for i in self.sketch if i < first]:
@@ -75,18 +78,23 @@ class PartitionState:
         return out
 
     def load(self, event: Event, query_labels: Mapping[str, Labels], config: StreamConfig,
-             shared: Mapping[str, SharedGrades] | None = None) -> Loaded:
+             shared: Mapping[str, SharedGrades] | None = None,
+             query_stamps: Mapping[str, Stamps] | None = None) -> Loaded:
         """What :func:`~monitor.core.stream.join.step` reads for ``event`` (``shared``: the queries' shared
-        grades, read by impressions and shared-grade refreshes; not copied, the step only reads them)."""
+        grades, read by impressions and shared-grade refreshes; not copied, the step only reads them;
+        ``query_stamps``: the ts of the queries' judgments)."""
         loaded = Loaded(watermark=self.watermark)
         if isinstance(event, Impression | Annotation) and event.session_id is not None:
             loaded.record = self.records.get(event.session_id)
             loaded.early_labels = dict(self.early.get(event.session_id, {}))
+            loaded.early_stamps = dict(self.early_stamps.get(event.session_id, {}))
         if isinstance(event, Annotation) and event.query_key is not None and shared is not None:
             loaded.shared = shared.get(event.query_key, {})
         if isinstance(event, Impression):
             key = query_key(event.query)
             loaded.query_labels = dict(query_labels.get(key, {}))
+            if query_stamps is not None:
+                loaded.query_stamps = dict(query_stamps.get(key, {}))
             if shared is not None:
                 loaded.shared = shared.get(key, {})
             loaded.sketch = [self.sketch.get(i, {}) for i in frequency_slices(event.ts, config)]
@@ -105,14 +113,21 @@ class PartitionState:
         for session_id, labels in t.early_labels.items():
             self.early[session_id] = labels  # a dict keeps the first arrival's place: eviction order
             self.early_since.setdefault(session_id, t.watermark)
+        for session_id, stamps in t.early_stamps.items():
+            if stamps:
+                self.early_stamps[session_id] = stamps
+            else:
+                self.early_stamps.pop(session_id, None)
         for session_id in t.drop_early_labels:
             self.early.pop(session_id, None)
+            self.early_stamps.pop(session_id, None)
             self.early_since.pop(session_id, None)
         evicted: list[tuple[str, Labels]] = []
         while max_early is not None and len(self.early) > max_early:
             session_id = next(iter(self.early))
             evicted.append((session_id, self.early.pop(session_id)))
             self.early_since.pop(session_id, None)
+            self.early_stamps.pop(session_id, None)
         for session_id, deadline in t.deadlines.items():
             self.deadlines[session_id] = deadline
             heapq.heappush(self.heap, (deadline, session_id))

@@ -6,9 +6,9 @@ decode and validate, read in one round trip everything the batch's steps need, r
 every change together with the new offsets and the outbox entries in one Lua script call (atomic). Keys carry
 the partition as a Redis Cluster hash tag
 (``srm:{p3}:…``), so one partition's session records, early labels, deadlines, aggregate slices, sketch,
-budget counters and offsets live in one slot and one transaction. Query-level labels and the index of a
-query's sessions in the join are per query (``srm:{q:<hash>}:…``), written idempotently before the
-transaction. Everything has a TTL.
+budget counters and offsets live in one slot and one transaction. Query-level labels (with the ``ts`` of
+each, merged by :data:`QUERY_MERGE`: the latest ``ts`` wins) and the index of a query's sessions in the
+join are per query (``srm:{q:<hash>}:…``), written idempotently before the transaction. Everything has a TTL.
 
 The applied offsets in ``meta`` (``off:<topic>``), not Kafka's committed offsets, say what the state
 holds. Two guards keep them true (docs/worker.md, "Failure and recovery"): every commit is fenced by the
@@ -29,7 +29,7 @@ import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
@@ -54,13 +54,16 @@ from monitor.core.stream.join import (
     Labels,
     Loaded,
     SharedGrades,
+    Stamps,
     Transition,
     budget_period,
     close_step,
     fan_out_annotation,
+    fan_outs,
     frequency_cells,
     frequency_slices,
     future_error,
+    merge_grades,
     merge_shared,
     past_error,
     quiet_horizon,
@@ -130,6 +133,7 @@ class Batch:
     watermark: float | None = None
     records: dict[str, SessionRecord] = field(default_factory=dict)
     early: dict[str, Labels | None] = field(default_factory=dict)
+    early_stamps: dict[str, Stamps] = field(default_factory=dict)  # the ts of each early label set's grades
     deadlines: dict[str, float | None] = field(default_factory=dict)
     slices: dict[tuple[str, int], dict[str, float]] = field(default_factory=dict)
     added: dict[str, float] = field(default_factory=lambda: defaultdict(float))
@@ -149,8 +153,10 @@ class Batch:
             self.records[record.session_id] = record
         for session_id, labels in t.early_labels.items():
             self.early[session_id] = labels
+            self.early_stamps[session_id] = t.early_stamps.get(session_id, {})
         for session_id in t.drop_early_labels:
             self.early[session_id] = None
+            self.early_stamps.pop(session_id, None)
         for session_id, deadline in t.deadlines.items():
             self.deadlines[session_id] = deadline
         for session_id in t.drop_deadlines:
@@ -237,7 +243,9 @@ for _, op in ipairs(ops) do
         local raw = redis.call('GET', prefix .. popped[j])
         if raw then
           sessions = sessions + 1
-          for _ in pairs(cjson.decode(raw)) do grades = grades + 1 end
+          local stored = cjson.decode(raw)
+          if type(stored[1]) == 'table' then stored = stored[1] end  -- [grades, their ts] (early_json)
+          for _ in pairs(stored) do grades = grades + 1 end
           redis.call('DEL', prefix .. popped[j])
         end
       end
@@ -303,6 +311,43 @@ return won
 """
 
 
+# One query annotation's grades merged into the query's judgments (KEYS[1]: document → level) and their ts
+# (KEYS[2]: document → ts, for grades that came with one), as monitor.core.stream.join.merge_grades does:
+# a grade with ts replaces the held one unless the held ts is later (a tie: this one, delivered later);
+# a grade without ts always replaces it and leaves the held ts. Returns the documents whose grade won (only
+# those are fanned out). ARGV: the ts (Python's repr, or '' for none), the TTL, then document and level
+# pairs. Idempotent under redelivery: the same grade again ties with itself.
+QUERY_MERGE = """
+local ts, ttl = ARGV[1], ARGV[2]
+local won = {}
+for i = 3, #ARGV, 2 do
+  local doc = ARGV[i]
+  local held = (ts ~= '') and redis.call('HGET', KEYS[2], doc) or false
+  if not held or tonumber(held) <= tonumber(ts) then
+    redis.call('HSET', KEYS[1], doc, ARGV[i + 1])
+    if ts ~= '' then redis.call('HSET', KEYS[2], doc, ts) end
+    table.insert(won, doc)
+  end
+end
+redis.call('EXPIRE', KEYS[1], ttl)
+redis.call('EXPIRE', KEYS[2], ttl)
+return won
+"""
+
+
+def early_json(labels: Labels, stamps: Stamps) -> str:
+    """A session's early labels as stored: the grades, or ``[grades, their ts]`` when some had a ts."""
+    return json.dumps([labels, stamps] if stamps else labels)
+
+
+def parse_early(raw: str | bytes) -> tuple[Labels, Stamps]:
+    """:func:`early_json` read back (a plain mapping: stored before the ts, or without any)."""
+    value = json.loads(raw)
+    if isinstance(value, list):
+        return value[0], value[1]
+    return value, {}
+
+
 def parse_shared(stored: Mapping[bytes | str, bytes | str]) -> SharedGrades:
     """A query's ``shared`` hash (:data:`SHARED_MERGE`) as the core reads it."""
     return {_text(doc): {origin: (float(ts), int(level)) for origin, ts, level in json.loads(raw)}
@@ -328,6 +373,7 @@ class RedisState:
         self._registered: set[int] = set()  # partitions already in the global set (one SADD each)
         self._apply_ops = redis.register_script(APPLY_OPS)
         self._shared_merge = redis.register_script(SHARED_MERGE)
+        self._query_merge = redis.register_script(QUERY_MERGE)
 
     # -- keys -----------------------------------------------------------------------------------------
     def _p(self, partition: int, *parts: object) -> str:
@@ -388,7 +434,8 @@ class RedisState:
         for index, error in rejected:
             outcomes[index] = Outcome(dead_letter=error)
             batch.counters[("", f"dead_letter:{error.code}")] += 1.0
-        state, query_labels, shared = await self._prefetch(partition, watermark, [e for _, e in events])
+        state, query_labels, shared, query_stamps = await self._prefetch(partition, watermark,
+                                                                         [e for _, e in events])
         steps: list[tuple[int, Transition, Loaded]] = []
         for index, event in events:
             stale = past_error(event, state.watermark, self.config)
@@ -396,19 +443,23 @@ class RedisState:
                 outcomes[index] = Outcome(dead_letter=stale)
                 batch.counters[("", f"dead_letter:{stale.code}")] += 1.0
                 continue
-            loaded = state.load(event, query_labels, self.config, shared)
+            loaded = state.load(event, query_labels, self.config, shared, query_stamps)
             transition = step(event, loaded, self.config, self.scale, self.partitions)
             state.apply(transition)
-            if transition.query_labels is not None:
-                query_labels.setdefault(transition.query_labels[0], {}).update(transition.query_labels[1])
+            if transition.query_labels is not None:  # what the batch's later impressions read
+                key, labels = transition.query_labels
+                query_labels[key], query_stamps[key], _, _ = merge_grades(
+                    query_labels.get(key, {}), query_stamps.get(key, {}), labels, transition.query_ts)
             if transition.shared is not None:  # a new mapping: what earlier steps loaded stays as it was
                 key = transition.shared[0]
                 shared[key] = merged_shared(shared.get(key, {}), transition.shared)
             batch.add(transition, self.config)
             steps.append((index, transition, loaded))
-        fan_outs = await self._query_writes(partition, steps)
+        spread, lost = await self._query_writes(partition, steps)
+        if lost:
+            batch.counters[("", "stale_labels")] += float(lost)
         for index, transition, _ in steps:
-            outcomes[index] = Outcome(transition=transition, fan_out=tuple(fan_outs.get(index, ())))
+            outcomes[index] = Outcome(transition=transition, fan_out=tuple(spread.get(index, ())))
         for index, message in enumerate(messages):
             outcome = outcomes[index]
             if message.outbox is not None and outcome is not None and not outcome.skipped:
@@ -456,19 +507,23 @@ class RedisState:
     async def apply_event(self, partition: int, event: Event) -> Outcome:
         """An event that did not come from a topic (tests apply fan-outs with it): no offset."""
         meta = await self.redis.hget(self._p(partition, "meta"), "wm")
-        state, query_labels, shared = await self._prefetch(partition, float(meta) if meta else -math.inf,
-                                                           [event])
-        loaded = state.load(event, query_labels, self.config, shared)
+        state, query_labels, shared, query_stamps = await self._prefetch(
+            partition, float(meta) if meta else -math.inf, [event])
+        loaded = state.load(event, query_labels, self.config, shared, query_stamps)
         transition = step(event, loaded, self.config, self.scale, self.partitions)
         batch = Batch(partition)
         batch.add(transition, self.config)
-        fan_outs = await self._query_writes(partition, [(0, transition, loaded)])
+        spread, lost = await self._query_writes(partition, [(0, transition, loaded)])
+        if lost:
+            batch.counters[("", "stale_labels")] += float(lost)
         await self._commit(partition, batch, {})
-        return Outcome(transition=transition, fan_out=tuple(fan_outs.get(0, ())))
+        return Outcome(transition=transition, fan_out=tuple(spread.get(0, ())))
 
     async def _prefetch(self, partition: int, watermark: float, events: Sequence[Event]
-                        ) -> tuple[PartitionState, dict[str, Labels], dict[str, SharedGrades]]:
-        """A :class:`PartitionState` holding what ``events`` will read, from one pipelined round trip."""
+                        ) -> tuple[PartitionState, dict[str, Labels], dict[str, SharedGrades],
+                                   dict[str, Stamps]]:
+        """A :class:`PartitionState` holding what ``events`` will read, from one pipelined round trip, and
+        the queries' judgments, their ts and their shared grades."""
         config = self.config
         state = PartitionState(watermark=watermark)
         session_ids = sorted({e.session_id for e in events
@@ -491,6 +546,7 @@ class RedisState:
         pipe.mget([self._p(partition, "e", s) for s in session_ids] or ["-"])
         for qkey in query_keys:
             pipe.hgetall(self._q(qkey, "labels"))
+            pipe.hgetall(self._q(qkey, "label_ts"))
         for qkey in shared_keys:
             pipe.hgetall(self._q(qkey, "shared"))
         sketch_order = sorted(cells)
@@ -508,12 +564,16 @@ class RedisState:
             if record:
                 state.records[session_id] = SessionRecord.from_json(record)
             if labels:
-                state.early[session_id] = json.loads(labels)
+                state.early[session_id], stamps = parse_early(labels)
+                if stamps:
+                    state.early_stamps[session_id] = stamps
         at = 2
         query_labels: dict[str, Labels] = {}
+        query_stamps: dict[str, Stamps] = {}
         for qkey in query_keys:
             query_labels[qkey] = {_text(k): int(v) for k, v in results[at].items()}
-            at += 1
+            query_stamps[qkey] = {_text(k): float(v) for k, v in results[at + 1].items()}
+            at += 2
         shared: dict[str, SharedGrades] = {}
         for qkey in shared_keys:
             shared[qkey] = parse_shared(results[at])
@@ -538,13 +598,16 @@ class RedisState:
                 if session_id in state.records:
                     state.deadlines[session_id] = deadline
                     heapq.heappush(state.heap, (deadline, session_id))
-        return state, query_labels, shared
+        return state, query_labels, shared, query_stamps
 
-    async def _query_writes(self, partition: int,
-                            steps: Sequence[tuple[int, Transition, Loaded]]) -> dict[int, FanOut]:
+    async def _query_writes(self, partition: int, steps: Sequence[tuple[int, Transition, Loaded]]
+                            ) -> tuple[dict[int, FanOut], int]:
         """Per-query keys live in other slots: idempotent writes before the transaction, then the
         query-level labels to fan out to sessions (published keyed by session), and the refreshes of the
-        query's shared grades, per step index.
+        query's shared grades, per step index; and how many query grades lost to a later ts.
+
+        A query annotation's grades are merged by :data:`QUERY_MERGE` (the latest ts wins); only the
+        grades that won are fanned out, with their ts, so a session applies the same rule to them.
 
         A judgment for a query written on another partition after an impression of the query read the
         query's labels, and fanned out before that impression's session joined the query's pending set,
@@ -557,7 +620,8 @@ class RedisState:
         writes = self.redis.pipeline(transaction=False)
         checks: list[tuple[int, str, str, Labels]] = []   # (step, query key, session, labels it saw)
         shared_checks: list[tuple[int, str, str, SharedGrades]] = []  # (step, query key, session, it saw)
-        spreads: list[tuple[int, str, Labels]] = []       # (step, query key, labels to fan out)
+        # (step, query key, labels, their ts, the merge's place in the pipeline)
+        spreads: list[tuple[int, str, Labels, float | None, int]] = []
         # (step, query key, grading session, its grades, the merge's place in the pipeline)
         shares: list[tuple[int, str, str, Labels, int]] = []
         for index, t, loaded in steps:
@@ -569,9 +633,12 @@ class RedisState:
                     shared_checks.append((index, qkey, session_id, loaded.shared))
             if t.query_labels is not None:
                 qkey, labels = t.query_labels
-                writes.hset(self._q(qkey, "labels"), mapping=cast(Any, labels))
-                writes.expire(self._q(qkey, "labels"), ttl)
-                spreads.append((index, qkey, labels))
+                spreads.append((index, qkey, labels, t.query_ts, len(writes)))
+                merge: list[str | int] = ["" if t.query_ts is None else repr(float(t.query_ts)), ttl]
+                for doc, level in labels.items():
+                    merge += [doc, level]
+                await self._query_merge(keys=[self._q(qkey, "labels"), self._q(qkey, "label_ts")], args=merge,
+                                        client=writes)
             if t.shared is not None:
                 qkey, origin, ts, labels = t.shared
                 shares.append((index, qkey, origin, labels, len(writes)))
@@ -580,25 +647,29 @@ class RedisState:
                     args += [doc, level]
                 await self._shared_merge(keys=[self._q(qkey, "shared")], args=args, client=writes)
         if not checks and not spreads and not shares:
-            return {}
+            return {}, 0
         written = await writes.execute()
         reads = self.redis.pipeline(transaction=False)
         for _, qkey, _, _ in checks:
             reads.hgetall(self._q(qkey, "labels"))
+            reads.hgetall(self._q(qkey, "label_ts"))
         for _, qkey, _, _ in shared_checks:
             reads.hgetall(self._q(qkey, "shared"))
-        for _, qkey, _ in spreads:
+        for _, qkey, _, _, _ in spreads:
             reads.smembers(self._q(qkey, "pending"))
         for _, qkey, _, _, _ in shares:
             reads.smembers(self._q(qkey, "pending"))
         results = iter(await reads.execute())
         out: dict[int, FanOut] = {}
-        for (index, _, session_id, seen), stored in zip(checks, results, strict=False):
+        stale = 0
+        for index, _, session_id, seen in checks:
+            stored, stamps = next(results), next(results)
             labels = {_text(k): int(v) for k, v in stored.items()}
             missed = {d: g for d, g in labels.items() if seen.get(d) != g}
-            if missed:
-                annotation = fan_out_annotation(session_id, missed, self.scale)
-                out.setdefault(index, []).append((session_id, annotation))
+            if missed:  # with their ts: one fan-out per ts
+                dated = {_text(k): float(v) for k, v in stamps.items()}
+                for annotation in fan_outs(session_id, missed, dated, self.scale):
+                    out.setdefault(index, []).append((session_id, annotation))
         for (index, qkey, session_id, seen_shared), stored in zip(shared_checks, results, strict=False):
             view = shared_grades(parse_shared(stored), session_id)
             seen_view = shared_grades(seen_shared, session_id)
@@ -606,10 +677,15 @@ class RedisState:
             if changed:  # (its own grades, written in this batch, are in the hash too: not a change)
                 out.setdefault(index, []).append(
                     (session_id, shared_refresh(session_id, qkey, changed, self.scale)))
-        for (index, _, labels), members in zip(spreads, results, strict=False):
+        for (index, _, labels, when, place), members in zip(spreads, results, strict=False):
+            won = {_text(doc) for doc in written[place]}
+            stale += len(labels) - len(won)
+            grades = {doc: level for doc, level in labels.items() if doc in won}
+            if not grades:  # every grade lost to a later one: nothing reaches the sessions
+                continue
             for member in sorted(_text(m) for m in members):
                 session_id = member.split(":", 1)[1]
-                annotation = fan_out_annotation(session_id, labels, self.scale)
+                annotation = fan_out_annotation(session_id, grades, self.scale, when)
                 out.setdefault(index, []).append((session_id, annotation))
         for (index, qkey, origin, labels, place), members in zip(shares, results, strict=False):
             won = {_text(doc) for doc in written[place]}
@@ -621,7 +697,7 @@ class RedisState:
                 if session_id != origin:
                     out.setdefault(index, []).append(
                         (session_id, shared_refresh(session_id, qkey, grades, self.scale)))
-        return out
+        return out, stale
 
     async def _commit(self, partition: int, batch: Batch, offsets: Mapping[str, int],
                       fence: str | None = None) -> None:
@@ -648,7 +724,8 @@ class RedisState:
                 ops.add("del", self._p(partition, "e", session_id))
                 ops.add("zrem", waiting, session_id)
             else:
-                ops.add("set", self._p(partition, "e", session_id), json.dumps(labels), ttl)
+                ops.add("set", self._p(partition, "e", session_id),
+                        early_json(labels, batch.early_stamps.get(session_id, {})), ttl)
         arrived = [s for s, labels in batch.early.items() if labels is not None]
         if arrived:  # registered in arrival order, the oldest evicted beyond max_early_sessions
             ops.add("early", waiting, meta, self._p(partition, "e", ""), self._p(partition, "cnt"),

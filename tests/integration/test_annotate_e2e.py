@@ -311,7 +311,8 @@ def test_requests_become_tasks_and_grades_come_back_as_the_gauge(
                  "search_relevance_dcg") == pytest.approx(want, abs=1e-9), seconds=60)
 
         # 5b. a second annotator's grade, then deleted in Label Studio: the pair's grade falls back to the
-        # latest remaining annotation (sent again, as a later grade), and the gauge with it
+        # latest remaining annotation (sent again with the deleted one's ts, a tie the later delivered wins:
+        # its own older ts would lose to the latest-ts rule), and the gauge with it
         def pair_grades() -> list[str]:  # in the order produced (one key, so one partition)
             return [e["grades"][0]["grade"] for e in bridge_events(kafka_bootstrap, group.outputs.annotations)
                     if (e["query"], e["grades"][0]["doc_id"]) == pair]

@@ -182,3 +182,55 @@ def test_the_compose_annotate_profile_runs_the_bridge_with_valid_settings(tmp_pa
     assert settings.label_studio_url == "http://label-studio:8080" and settings.secret == "sec-def"
     assert settings.webhook_url == "http://annotate:9465/webhook" and settings.worker.kafka_bootstrap == "kafka:9092"
     assert environment["MONITOR_TOPIC_REQUESTS"] == "annotation-requests"
+
+
+@pytest.mark.parametrize("scope", ["query", "session"])
+async def test_a_fallback_after_a_deletion_is_sent_so_that_the_stream_takes_it(redis_url: str,
+                                                                              scope: str) -> None:
+    """The stream keeps the grade with the latest ``ts`` (docs/events.md), so the bridge never sends a
+    pair's grade with a ``ts`` earlier than the last one it sent: when the later annotation is deleted,
+    the older one is sent again with the deleted one's ``ts`` (a tie, which the later delivered wins), and
+    the session's DCG follows it."""
+    import math
+    import types
+    import uuid
+
+    from prometheus_client import CollectorRegistry
+    from redis.asyncio import Redis
+
+    from monitor.annotate.bridge import Bridge
+    from monitor.annotate.metrics import BridgeMetrics
+    from monitor.core.stream.config import StreamConfig
+    from monitor.pipeline.memory import MemoryPipeline
+    from tests.unit.test_stream_core import impression
+
+    produced: list[tuple[bytes, bytes]] = []
+
+    async def produce(key: bytes, value: bytes) -> None:
+        produced.append((key, value))
+
+    settings = types.SimpleNamespace(redis_prefix=f"test-{uuid.uuid4().hex[:8]}", scope=scope)
+    redis = Redis.from_url(redis_url)
+    try:
+        bridge = Bridge(settings, None, redis, produce, BridgeMetrics(CollectorRegistry()))  # type: ignore[arg-type]
+        bridge.project = 1
+        await redis.sadd(bridge._key(f"sessions:{pair_key('耳机', 'd-1')}"), "s-1")
+        data = {"query": "耳机", "doc_id": "d-1", "sessions": ["s-1"]}
+        first = annotation(1, "高", "2026-11-24T10:00:00Z")
+        second = annotation(2, "无", "2026-11-24T11:00:00Z")
+        assert await bridge.sync_task(7, {"data": data, "annotations": [first, second]})
+        assert await bridge.sync_task(7, {"data": data, "annotations": [first]})  # the second deleted
+        assert not await bridge.sync_task(7, {"data": data, "annotations": [first]})  # nothing new
+    finally:
+        await redis.aclose()
+    sent = [json.loads(value) for _, value in produced]
+    assert [e["grades"][0]["grade"] for e in sent] == ["无", "高"]
+    assert sent[1]["ts"] == sent[0]["ts"] == 1795518000.0  # not the first annotation's own 10:00
+
+    pipeline = MemoryPipeline(StreamConfig(join_window=300, min_coverage=0.5), SEED_SCALE, clock=lambda: None)
+    pipeline.submit("impressions", b"s-1", impression("s-1", 1000.0, ["d-1"], query="耳机"))
+    for key, value in produced:
+        pipeline.submit("annotations", key, value)
+    pipeline.advance(math.inf)
+    summary = pipeline.windows()[("1h", "tail|r1|control")]
+    assert summary["sessions"] == 1 and summary["dcg"] == pytest.approx(1.0)  # 高 at rank 1, not 无

@@ -354,3 +354,113 @@ async def test_a_ghost_label_flood_in_redis_is_bounded_and_evicts_as_in_process(
     for key, stats in alone.snapshot().windows.items():  # the valid stream's numbers, unchanged
         for name, value in stats.items():
             assert got.windows[key].get(name, 0.0) == pytest.approx(value, abs=1e-9), (key, name)
+
+
+def latest_ts_scenarios() -> dict[str, list[tuple[str, bytes, bytes]]]:
+    """The scenarios of tests/unit/test_latest_grade_wins.py: a correction then the old grade re-sent, in
+    a session's own grades, its early labels and its query's judgments; a tie; grades without ts."""
+    from tests.unit.test_latest_grade_wins import graded, judged, shown
+
+    base = [graded("s1", "b", 1, 1.0), graded("s1", "c", 1, 1.0)]
+    return {
+        "own": [shown("s1"), *base, graded("s1", "a", 0, 100.0), graded("s1", "a", 3, 200.0),
+                graded("s1", "a", 0, 100.0)],
+        "correction first": [shown("s1"), *base, graded("s1", "a", 3, 200.0), graded("s1", "a", 0, 100.0)],
+        "early": [graded("s1", "a", 3, 200.0), graded("s1", "a", 0, 100.0), *base, shown("s1"),
+                  graded("s1", "a", 1, 150.0)],
+        "tie": [shown("s1"), *base, graded("s1", "a", 3, 100.0), graded("s1", "a", 0, 100.0)],
+        "no ts": [shown("s1"), *base, graded("s1", "a", 1, 200.0), graded("s1", "a", 3, None),
+                  graded("s1", "a", 0, 100.0)],
+        "query": [shown("s1", query="q"), judged("q", "b", 1, 100.0), judged("q", "c", 1, 100.0),
+                  judged("q", "a", 3, 200.0), judged("q", "a", 0, 100.0), shown("s2", 1010.0, query="q"),
+                  judged("q", "a", 1, 150.0)],
+    }
+
+
+@pytest.mark.parametrize("scenario", sorted(latest_ts_scenarios()))
+@pytest.mark.parametrize(("partitions", "batch"), [(1, 1), (3, 1), (3, 40)])
+async def test_the_latest_ts_wins_in_redis_as_in_process(redis_url: str, scenario: str, partitions: int,
+                                                         batch: int) -> None:
+    """A re-sent old grade does not undo its correction in Redis either: the same numbers and the same
+    count of stale grades as in process, and a redelivery changes nothing."""
+    from tests.unit.test_latest_grade_wins import CONFIG as TS_CONFIG
+
+    events = latest_ts_scenarios()[scenario]
+    expected = in_process(events, TS_CONFIG, partitions).snapshot()
+    redis = Redis.from_url(redis_url)
+    try:
+        state = RedisState(redis, TS_CONFIG, SEED_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        await run_through_redis(state, events, partitions, redeliver=True, batch=batch)
+        got = await state.snapshot()
+    finally:
+        await redis.aclose()
+    assert set(got.windows) == set(expected.windows)
+    for key, stats in expected.windows.items():
+        assert stats.get("sessions", 0.0) >= 1
+        for name, value in stats.items():
+            if name != "join_lag":
+                assert got.windows[key].get(name, 0.0) == pytest.approx(value, abs=1e-9), (scenario, key, name)
+    stale = {"own": 1, "correction first": 1, "early": 2, "tie": 0, "no ts": 1, "query": 2}[scenario]
+    assert sum(v for (_, name), v in expected.counters.items() if name == "stale_labels") == stale
+    assert sum(v for (_, name), v in got.counters.items() if name == "stale_labels") == stale
+
+
+@pytest.mark.parametrize(("partitions", "batch"), [(1, 1), (3, 1), (3, 40)])
+async def test_any_delivery_order_of_ts_grades_in_redis_gives_the_numbers_of_ts_order(
+        redis_url: str, partitions: int, batch: int) -> None:
+    from tests.unit.test_latest_grade_wins import CONFIG as TS_CONFIG
+    from tests.unit.test_latest_grade_wins import aggregates, ts_stream
+
+    impressions, in_ts_order = ts_stream(3)
+    reference = aggregates(in_process([*impressions, *in_ts_order], TS_CONFIG, partitions))
+    redis = Redis.from_url(redis_url)
+    try:
+        for seed in range(3):
+            events = [*impressions, *in_ts_order]
+            random.Random(seed).shuffle(events)
+            state = RedisState(redis, TS_CONFIG, SEED_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+            await run_through_redis(state, events, partitions, batch=batch)
+            got = await state.snapshot()
+            assert {key: {name: round(value, 6) for name, value in stats.items() if name != "join_lag" and value}
+                    for key, stats in got.windows.items()} == {
+                key: {name: value for name, value in stats.items() if value} for key, stats in reference.items()}
+    finally:
+        await redis.aclose()
+
+
+async def test_query_merge_is_idempotent_and_old_early_labels_stay_readable(redis_url: str) -> None:
+    """The query's merge script redone (a crash between it and the partition's commit) changes nothing,
+    an older grade loses to it; early labels and records stored before the ts was kept still read."""
+    from monitor.core.stream.session import SessionRecord, query_key
+    from tests.unit.test_latest_grade_wins import CONFIG as TS_CONFIG
+    from tests.unit.test_latest_grade_wins import graded, shown
+
+    redis = Redis.from_url(redis_url)
+    try:
+        state = RedisState(redis, TS_CONFIG, SEED_SCALE, 1, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        keys = [state._q(query_key("q"), "labels"), state._q(query_key("q"), "label_ts")]
+        assert await state._query_merge(keys=keys, args=[repr(200.0), 60, "a", 3, "b", 1]) == [b"a", b"b"]
+        assert await state._query_merge(keys=keys, args=[repr(200.0), 60, "a", 3, "b", 1]) == [b"a", b"b"]
+        assert await state._query_merge(keys=keys, args=[repr(100.0), 60, "a", 0]) == []
+        assert await state._query_merge(keys=keys, args=["", 60, "b", 2]) == [b"b"]  # no ts: delivery
+        assert await state._query_merge(keys=keys, args=[repr(150.0), 60, "b", 0]) == []  # held ts stays
+        assert await redis.hgetall(keys[0]) == {b"a": b"3", b"b": b"2"}
+        assert await redis.hgetall(keys[1]) == {b"a": b"200.0", b"b": b"200.0"}
+
+        # stored by an older worker: early labels as a plain mapping, a record without the stamps
+        await redis.set(state._p(0, "e", "s1"), json.dumps({"a": 3, "b": 1}))
+        old = SessionRecord("s2", query_key("q-s2"), "tail", "r1", "control", 1000.0, 3, ["a", "b", "c"],
+                            [3.0, 2.0, 1.0], 1300.0, labels={"a": 3, "b": 1})
+        await redis.set(state._p(0, "s", "s2"), old.to_json())
+        assert "label_ts" not in old.to_json()
+        for offset, (topic, _, value) in enumerate([shown("s1"), graded("s1", "c", 1, 5.0),
+                                                    graded("s2", "c", 1, 5.0), graded("s2", "a", 0, 1.0)]):
+            await state.handle(0, topic, offset, value)
+        await state.advance(math.inf)
+        got = await state.snapshot()
+        record = SessionRecord.from_json(await redis.get(state._p(0, "s", "s2")))
+    finally:
+        await redis.aclose()
+    assert record.labels == {"a": 0, "b": 1, "c": 1}  # a held grade without ts: a ts'd one replaces it
+    assert record.label_ts == {"a": 1.0, "c": 5.0}
+    assert got.windows[("all", "tail|r1|control")]["sessions"] == 2

@@ -13,11 +13,14 @@ Per event:
   sessions, or in judgments: see :func:`_sampled`), then a pending session with an annotation request
   for the top-k documents not judged yet, or a scored one if early or query-level labels already cover
   its top k;
-* session annotation: merged into the session (later grade wins; the first grade of a requested
-  document counts as a judgment received); a complete pending session is scored; a scored one is
-  re-scored; without a session yet, kept as early labels;
-* query annotation: stored for future sessions of the query and fanned out (by the adapter) as session
-  annotations to the sessions of that query still in the join;
+* session annotation: merged into the session (:func:`merge_grades`: the grade with the latest ``ts``
+  wins, ties and grades without ``ts`` by delivery; a grade that loses is counted ``stale_labels`` and
+  changes nothing; the first grade of a requested document counts as a judgment received); a complete
+  pending session is scored; a scored one is re-scored; without a session yet, kept as early labels
+  (with their ``ts``, under the same rule);
+* query annotation: merged into the query's judgments by the adapter (:func:`merge_grades` again), which
+  fans out the grades that won (with their ``ts``) as session annotations to the sessions of that query
+  still in the join;
 * shared grades (``StreamConfig.share_session_grades``, on by default): a sampled session's own grades
   are also its query's, written to the query's shared grades (per document and grading session); a new
   session of the query starts with them, and a change of what they take (:func:`shared_grades`: the first
@@ -44,6 +47,7 @@ from monitor.core.stream.stats import Stats, expired_stats, negated, session_sta
 from monitor.core.stream.windows import slice_index, window_slices
 
 Labels = dict[str, int]
+Stamps = dict[str, float]  # document → the ``ts`` of the grade held (only grades that came with one)
 # a query's shared grades: document → grading session → (that session's impression time, grade level)
 SharedGrades = dict[str, dict[str, tuple[float, int]]]
 SHARED_KEEP = 2  # grading sessions kept per document: the two earliest (enough for every session's view)
@@ -88,6 +92,32 @@ def merge_shared(origins: dict[str, tuple[float, int]], origin: str, ts: float, 
     kept = sorted(merged.items(), key=lambda item: _rank(*item))[:SHARED_KEEP]
     return dict(kept), kept[0][0] == origin
 
+
+def merge_grades(held: Labels, stamps: Stamps, labels: Labels, ts: float | None
+                 ) -> tuple[Labels, Stamps, Labels, int]:
+    """Grades of one annotation (all with the annotation's ``ts``, or none) merged into a store's grades
+    (a session's own, its early labels, its query's judgments): returns the merged grades, their stamps,
+    the grades that won and how many lost. A grade with ``ts`` replaces the held one unless the held
+    one's ``ts`` is later (a tie: the later delivered wins); a grade without ``ts`` replaces the held one
+    and the held ``ts`` stays, so an older grade re-sent with its ``ts`` still loses. So for grades that
+    carry ``ts``, the result does not depend on their delivery order. New mappings; inputs unchanged.
+
+    >>> merge_grades({"d1": 1}, {"d1": 20.0}, {"d1": 3, "d2": 2}, 10.0)
+    ({'d1': 1, 'd2': 2}, {'d1': 20.0, 'd2': 10.0}, {'d2': 2}, 1)
+    >>> merge_grades({"d1": 1}, {"d1": 20.0}, {"d1": 3}, None)
+    ({'d1': 3}, {'d1': 20.0}, {'d1': 3}, 0)
+    """
+    merged, new_stamps, won, stale = dict(held), dict(stamps), {}, 0
+    for doc, level in labels.items():
+        if ts is not None and stamps.get(doc, -math.inf) > ts:
+            stale += 1
+            continue
+        merged[doc] = won[doc] = level
+        if ts is not None:
+            new_stamps[doc] = ts
+    return merged, new_stamps, won, stale
+
+
 @dataclass(frozen=True)
 class AnnotationRequest:
     """Ask annotators to grade the documents of a session's top k that have no grade yet (published to
@@ -113,7 +143,9 @@ class Loaded:
     watermark: float = -math.inf
     record: SessionRecord | None = None
     early_labels: Labels = field(default_factory=dict)
+    early_stamps: Stamps = field(default_factory=dict)
     query_labels: Labels = field(default_factory=dict)
+    query_stamps: Stamps = field(default_factory=dict)
     shared: SharedGrades = field(default_factory=dict)  # the query's shared grades (impressions, refreshes)
     sketch: list[dict[str, float]] = field(default_factory=list)
     budget_used: dict[str, float] = field(default_factory=dict)  # bucket -> spent this period (budget_unit)
@@ -127,6 +159,7 @@ class Transition:
     watermark: float
     records: list[SessionRecord] = field(default_factory=list)
     early_labels: dict[str, Labels] = field(default_factory=dict)
+    early_stamps: dict[str, Stamps] = field(default_factory=dict)  # with each early_labels entry
     drop_early_labels: list[str] = field(default_factory=list)
     deadlines: dict[str, float] = field(default_factory=dict)
     drop_deadlines: list[str] = field(default_factory=list)
@@ -136,6 +169,7 @@ class Transition:
     sketch: list[tuple[int, str]] = field(default_factory=list)           # (slice, cell field) += 1
     budget: tuple[str, int, float] | None = None                          # (bucket, period, amount) += amount
     query_labels: tuple[str, Labels] | None = None                        # (query key, labels) merged
+    query_ts: float | None = None                                         # the query annotation's ts
     shared: tuple[str, str, float, Labels] | None = None  # (query key, session, its ts, own grades changed)
     pending_queries: list[tuple[str, str]] = field(default_factory=list)  # (query key, session id)
     requests: list[AnnotationRequest] = field(default_factory=list)
@@ -175,10 +209,21 @@ def next_watermark(watermark: float, event: Event) -> float:
     return max(watermark, event.ts) if isinstance(event, Impression) else watermark
 
 
-def fan_out_annotation(session_id: str, labels: Labels, scale: Scale) -> Annotation:
-    """A query-level judgment restated as a session annotation for one session of the query."""
+def fan_out_annotation(session_id: str, labels: Labels, scale: Scale, ts: float | None = None) -> Annotation:
+    """A query-level judgment restated as a session annotation for one session of the query (``ts``: the
+    judgment's, so the session applies the latest-``ts`` rule to its query grades too)."""
     grades = tuple(Label(doc, scale.parse(level)) for doc, level in sorted(labels.items()))
-    return Annotation(grades, session_id=session_id, from_query=True)
+    return Annotation(grades, session_id=session_id, ts=ts, from_query=True)
+
+
+def fan_outs(session_id: str, labels: Labels, stamps: Stamps, scale: Scale) -> list[Annotation]:
+    """Query judgments with their own ``ts`` each (a re-read of the query's store) as fan-out
+    annotations: one per ``ts`` (grades without one together, first)."""
+    by_ts: dict[float | None, Labels] = {}
+    for doc, level in labels.items():
+        by_ts.setdefault(stamps.get(doc), {})[doc] = level
+    return [fan_out_annotation(session_id, by_ts[ts], scale, ts)
+            for ts in sorted(by_ts, key=lambda t: -math.inf if t is None else t)]
 
 
 def shared_refresh(session_id: str, key: str, labels: Labels, scale: Scale) -> Annotation:
@@ -288,7 +333,8 @@ def _on_impression(event: Impression, loaded: Loaded, config: StreamConfig, scal
         variant=variant, ts=event.ts, k=k, docs=[r.doc_id for r in top],
         scores=None if any(s is None for s in scores) else [float(s or 0.0) for s in scores],
         deadline=event.ts + config.join_window, labels=dict(loaded.early_labels),
-        query_labels=dict(loaded.query_labels))
+        query_labels=dict(loaded.query_labels), label_ts=dict(loaded.early_stamps),
+        query_label_ts=dict(loaded.query_stamps))
     if config.share_session_grades:
         record.shared = shared_grades(loaded.shared, record.session_id)
         if record.labels:  # its early labels are its query's grades too
@@ -347,28 +393,42 @@ def _on_session_labels(event: Annotation, loaded: Loaded, scale: Scale, config: 
         if event.from_query:  # the impression, when it comes, reads the query's judgments itself
             out.counters.append(("", "query_labels_before_session", float(len(labels))))
             return
-        out.early_labels[session_id] = {**loaded.early_labels, **labels}
-        out.counters.append(("", "early_labels", float(len(labels))))
+        merged, stamps, won, stale = merge_grades(loaded.early_labels, loaded.early_stamps, labels, event.ts)
+        if stale:
+            out.counters.append(("", "stale_labels", float(stale)))
+        out.early_labels[session_id] = merged
+        out.early_stamps[session_id] = stamps
+        out.counters.append(("", "early_labels", float(len(won))))
         return
     before = record.effective()
     stored = record.query_labels if event.from_query else record.labels
+    held = record.query_label_ts if event.from_query else record.label_ts
+    merged, stamps, won, stale = merge_grades(stored, held, labels, event.ts)
+    if stale:
+        out.counters.append((record.group, "stale_labels", float(stale)))
     if not event.from_query and record.requested:
         asked = record.requested_docs()
-        received = sum(1 for d in labels if d in asked and d not in stored)
+        received = sum(1 for d in won if d in asked and d not in stored)
         if received:
             out.counters.append((record.group, "judgments_received", float(received)))
-    merged = {**stored, **labels}
+    if event.from_query:
+        record.query_label_ts = stamps
+    else:
+        record.label_ts = stamps
     if merged == stored:
-        out.counters.append((record.group, "unchanged_labels", float(len(labels))))
+        if won:
+            out.counters.append((record.group, "unchanged_labels", float(len(won))))
+        if stamps != held:  # the same grade, a later ts: kept, so an older one re-sent still loses
+            out.records.append(record)
         return
     if event.from_query:
         record.query_labels = merged
     else:
         record.labels = merged
         if config.share_session_grades:
-            changed = {d: g for d, g in labels.items() if stored.get(d) != g}
+            changed = {d: g for d, g in won.items() if stored.get(d) != g}
             out.shared = (record.query_key, session_id, record.ts, changed)
-    _relabelled(record, before, set(labels), scale, config, out)
+    _relabelled(record, before, set(won), scale, config, out)
 
 
 def _relabelled(record: SessionRecord, before: Labels, touched: set[str], scale: Scale, config: StreamConfig,
@@ -425,6 +485,7 @@ def step(event: Event, loaded: Loaded, config: StreamConfig, scale: Scale, parti
         else:
             labels = {label.doc_id: label.grade.level for label in event.labels}
             out.query_labels = (query_key(event.query or ""), labels)
+            out.query_ts = event.ts
             out.counters.append(("", "query_labels", float(len(labels))))
     else:
         out.deploys.append(event)

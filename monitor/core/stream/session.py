@@ -40,6 +40,10 @@ class SessionRecord:
     query_labels: dict[str, int] = field(default_factory=dict)  # from the query's judgments
     requested: int = 0  # bit i set: docs[i] was asked of annotators (unjudged when the session was sampled)
     shared: dict[str, int] = field(default_factory=dict)  # other sessions' grades of its query's documents
+    # the ts of the grade held, per document, for grades that came with one (the latest ts wins:
+    # monitor.core.stream.join.merge_grades); records stored before these fields read as empty
+    label_ts: dict[str, float] = field(default_factory=dict)
+    query_label_ts: dict[str, float] = field(default_factory=dict)
 
     def effective(self) -> dict[str, int]:
         """The grades the session is scored with: its own label wins over its query's judgment, which
@@ -72,7 +76,9 @@ class SessionRecord:
 
     def to_json(self) -> str:
         # the fields one level deep (dataclasses.asdict deep-copies every list, ten times slower)
-        return json.dumps({f: getattr(self, f) for f in _FIELDS}, ensure_ascii=False, separators=(",", ":"))
+        # (the stamps only when there are some: a stream without ts stores what it stored before)
+        return json.dumps({f: getattr(self, f) for f in _FIELDS if f not in _OPTIONAL or getattr(self, f)},
+                          ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> SessionRecord:
@@ -80,6 +86,7 @@ class SessionRecord:
 
 
 _FIELDS = tuple(f.name for f in fields(SessionRecord))
+_OPTIONAL = frozenset({"label_ts", "query_label_ts"})
 
 
 def group_key(bucket: str, ranker: str, variant: str) -> str:
