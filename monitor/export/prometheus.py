@@ -105,16 +105,23 @@ class RelevanceCollector(Collector):
                     for name, doc in COUNTERS.items()}
         dead = CounterMetricFamily(f"{self.prefix}_dead_letters",
                                    "Invalid events sent to the dead-letter topic", labels=["reason"])
+        undeclared = CounterMetricFamily(
+            f"{self.prefix}_undeclared_impressions",
+            "Impressions of a variant or ranker the settings do not declare, counted as other (not sampled)",
+            labels=["reason"])
         merged: dict[tuple[str, tuple[str, str, str]], float] = {}
         for (group, name), value in snap.counters.items():
             if group and name in families:
                 merged[(name, exported[group])] = merged.get((name, exported[group]), 0.0) + value
             elif not group and name.startswith("dead_letter:"):
                 dead.add_metric([name.split(":", 1)[1]], value)
+            elif not group and name.startswith("undeclared:"):
+                undeclared.add_metric([name.split(":", 1)[1]], value)
         for (name, labels), value in sorted(merged.items()):
             families[name].add_metric(list(labels), value)
         yield from families.values()
         yield dead
+        yield undeclared
         for direction, source in (("added", snap.added), ("removed", snap.removed)):
             family = CounterMetricFamily(
                 f"{self.prefix}_stat_{direction}",
