@@ -12,7 +12,9 @@ Per event:
 * impression: bucket (carried, or estimated from the sketch), sampling within the bucket's budget (in
   sessions, or in judgments: see :func:`_sampled`), then a pending session with an annotation request
   for the top-k documents not judged yet, or a scored one if early or query-level labels already cover
-  its top k;
+  its top k; an impression of a variant or ranker the settings do not declare (:func:`undeclared`) is
+  only counted, under ``other``, never sampled (or, by configuration, a dead letter before the step:
+  :func:`undeclared_error`);
 * session annotation: merged into the session (later grade wins; the first grade of a requested
   document counts as a judgment received); a complete pending session is scored; a scored one is
   re-scored; without a session yet, kept as early labels;
