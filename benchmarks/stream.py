@@ -73,9 +73,11 @@ from monitor.worker.produce import produce
 from tests.integration.worker_harness import Group, Stream, Worker, parse_metrics
 
 PARTITIONS = 4
-UNLIMITED_TOML = "[stream]\nbudget = { head = 1e9, torso = 1e9, tail = 1e9 }\n"
+# the latency probes' variant is "probe": declared, else they would be counted as "other" and never scored
+VARIANTS_TOML = 'variants = ["control", "canary", "probe"]\n'
+UNLIMITED_TOML = "[stream]\nbudget = { head = 1e9, torso = 1e9, tail = 1e9 }\n" + VARIANTS_TOML
 BUDGET = {"head": 2000.0, "torso": 2000.0, "tail": 2000.0}
-BUDGET_TOML = "[stream]\nbudget = { head = 2000, torso = 2000, tail = 2000 }\n"
+BUDGET_TOML = "[stream]\nbudget = { head = 2000, torso = 2000, tail = 2000 }\n" + VARIANTS_TOML
 PROBE_GROUP = "tail|probe|probe"
 STARTED = time.monotonic()
 logging.getLogger("aiokafka").setLevel(logging.ERROR)  # "NotLeaderForPartition, retrying" on new topics

@@ -28,9 +28,9 @@ class EventError(MonitorError):
     """An invalid event: ``field`` names where (dotted path), ``reason`` says why, ``code`` is one of
     :data:`REASON_CODES` (a bounded set, fit for a metric label)."""
 
-    def __init__(self, field: str, reason: str) -> None:
+    def __init__(self, field: str, reason: str, code: str | None = None) -> None:
         self.field, self.reason = field, reason
-        self.code = reason_code(reason)
+        self.code = code if code is not None else reason_code(reason)
         super().__init__(f"{field}: {reason}" if field else reason)
 
 
@@ -51,7 +51,10 @@ _CODES = (
     ("missing", "missing_field"),
     ("expected", "wrong_type"),
 )
-REASON_CODES = (*(code for _, code in _CODES), "invalid_value")
+# codes given explicitly (their reasons quote a value from the event, which must not pick the code):
+# an impression of a variant or ranker the settings do not declare (monitor.core.stream.join.undeclared_error)
+SETTING_CODES = ("undeclared_variant", "undeclared_ranker")
+REASON_CODES = (*(code for _, code in _CODES), "invalid_value", *SETTING_CODES)
 
 
 def reason_code(reason: str) -> str:

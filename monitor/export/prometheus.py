@@ -115,6 +115,10 @@ class RelevanceCollector(Collector):
             "Grades that lost to a held grade with a later ts (a re-sent old grade): they changed nothing",
             labels=[])
         stale_total = 0.0
+        undeclared = CounterMetricFamily(
+            f"{self.prefix}_undeclared_impressions",
+            "Impressions of a variant or ranker the settings do not declare, counted as other (not sampled)",
+            labels=["reason"])
         merged: dict[tuple[str, tuple[str, str, str]], float] = {}
         for (group, name), value in snap.counters.items():
             if name == "stale_labels":  # sessions' own and query grades (per group), early labels, queries'
@@ -125,6 +129,8 @@ class RelevanceCollector(Collector):
                 dead.add_metric([name.split(":", 1)[1]], value)
             elif not group and name.startswith("labels_dropped:"):
                 dropped.add_metric([name.split(":", 1)[1]], value)
+            elif not group and name.startswith("undeclared:"):
+                undeclared.add_metric([name.split(":", 1)[1]], value)
         for (name, labels), value in sorted(merged.items()):
             families[name].add_metric(list(labels), value)
         yield from families.values()
@@ -132,6 +138,7 @@ class RelevanceCollector(Collector):
         yield dropped
         stale.add_metric([], stale_total)
         yield stale
+        yield undeclared
         for direction, source in (("added", snap.added), ("removed", snap.removed)):
             family = CounterMetricFamily(
                 f"{self.prefix}_stat_{direction}",

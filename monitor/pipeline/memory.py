@@ -44,6 +44,7 @@ from monitor.core.stream.join import (
     quiet_horizon,
     shared_refresh,
     step,
+    undeclared_error,
 )
 from monitor.core.stream.partition import partition_for
 from monitor.core.stream.rollup import rollup, slice_keys, wanted_slices
@@ -121,7 +122,7 @@ class MemoryPipeline:
             target = partition
             if isinstance(event, Impression | Annotation) and event.session_id is not None:
                 target = partition_of(event.session_id.encode(), self.partitions)
-            error = (future_error(event, self.clock(), self.config)
+            error = (undeclared_error(event, self.config) or future_error(event, self.clock(), self.config)
                      or past_error(event, self.state[target].watermark, self.config))
             if error is not None:
                 raise error

@@ -70,6 +70,7 @@ from monitor.core.stream.join import (
     shared_grades,
     shared_refresh,
     step,
+    undeclared_error,
 )
 from monitor.core.stream.rollup import rollup, slice_keys, wanted_slices
 from monitor.core.stream.session import SessionRecord, query_key
@@ -422,7 +423,7 @@ class RedisState:
                 event = decode_event(message.raw, self.scale, self.limits)
                 if message.role is not None:
                     expect_topic(event, message.role)
-                ahead = future_error(event, self.clock(), self.config)
+                ahead = undeclared_error(event, self.config) or future_error(event, self.clock(), self.config)
                 if ahead is not None:
                     raise ahead
             except EventError as invalid:

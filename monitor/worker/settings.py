@@ -423,6 +423,8 @@ def describe(settings: WorkerSettings) -> dict[str, Any]:
         "k": dict(settings.stream.k), "join_window": settings.stream.join_window,
         "windows": dict(settings.stream.windows), "budget": dict(settings.stream.budget),
         "budget_unit": settings.stream.budget_unit,
+        "variants": list(settings.stream.variants) or "any", "ranker_pattern": settings.stream.ranker_pattern,
+        "undeclared": settings.stream.undeclared,
     }
 
 

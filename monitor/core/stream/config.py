@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -13,6 +14,10 @@ from monitor.core.events import BUCKETS
 DEFAULT_WINDOWS: Mapping[str, float] = {"15m": 900.0, "1h": 3600.0, "24h": 86400.0}
 BudgetUnit = Literal["sessions", "judgments"]
 BUDGET_UNITS: tuple[BudgetUnit, ...] = ("sessions", "judgments")
+Undeclared = Literal["other", "dead_letter"]
+UNDECLARED: tuple[Undeclared, ...] = ("other", "dead_letter")
+OTHER = "other"  # the group part (ranker or variant) an undeclared impression is counted under
+_LABEL_SAFE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 
 class ConfigError(MonitorError):
@@ -65,8 +70,14 @@ class StreamConfig:
     max_early_sessions: int = 10_000     # sessions per partition whose labels wait for their impression;
                                          # beyond it the oldest are evicted (counted): a ghost-label flood
                                          # cannot grow memory
+    # the variants that count (an impression without one is "control"); empty: any variant counts
+    variants: tuple[str, ...] = ("control", "canary")
+    ranker_pattern: str | None = None    # a regex every ranker name must match in full (None: any ranker)
+    undeclared: Undeclared = "other"     # an impression of another variant or ranker: counted as "other"
+                                         # (never sampled), or a dead letter undeclared_variant/_ranker
 
     def __post_init__(self) -> None:
+        self._check_declared()
         _per_bucket("k", self.k, 1)
         for bucket, k in self.k.items():
             if not isinstance(k, int) or isinstance(k, bool):
@@ -111,6 +122,33 @@ class StreamConfig:
         if not 0 <= self.torso_min_frequency <= self.head_min_frequency:
             raise ConfigError("need 0 ≤ torso_min_frequency ≤ head_min_frequency, got "
                               f"{self.torso_min_frequency} and {self.head_min_frequency}")
+
+    def _check_declared(self) -> None:
+        variants = self.variants
+        if isinstance(variants, str) or not isinstance(variants, (list, tuple)):
+            raise ConfigError(f"variants must be a list of variant names (empty: any variant), "
+                              f"got {variants!r}")
+        for name in variants:
+            if not isinstance(name, str) or not _LABEL_SAFE.fullmatch(name):
+                raise ConfigError(f"variants: {name!r} is not a variant name (1 to 64 of A-Z a-z 0-9 "
+                                  "_ . : -; it is a label value)")
+            if name == OTHER:
+                raise ConfigError(f"variants: {OTHER!r} is reserved (undeclared variants are counted as it)")
+        if len(set(variants)) != len(variants):
+            raise ConfigError(f"variants: a name given twice in {list(variants)}")
+        object.__setattr__(self, "variants", tuple(variants))  # a TOML list becomes a tuple (hashable)
+        pattern = self.ranker_pattern
+        if pattern is not None:
+            if not isinstance(pattern, str) or not pattern:
+                raise ConfigError(f"ranker_pattern must be a non-empty regular expression (leave it out to "
+                                  f"accept any ranker), got {pattern!r}")
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                raise ConfigError(f"ranker_pattern {pattern!r} is not a valid regular expression: {error}"
+                                  ) from None
+        if self.undeclared not in UNDECLARED:
+            raise ConfigError(f"undeclared must be one of {', '.join(UNDECLARED)}, got {self.undeclared!r}")
 
     def slice_width(self, window: str) -> float:
         return self.windows[window] / self.slices_per_window

@@ -12,7 +12,9 @@ Per event:
 * impression: bucket (carried, or estimated from the sketch), sampling within the bucket's budget (in
   sessions, or in judgments: see :func:`_sampled`), then a pending session with an annotation request
   for the top-k documents not judged yet, or a scored one if early or query-level labels already cover
-  its top k;
+  its top k; an impression of a variant or ranker the settings do not declare (:func:`undeclared`) is
+  only counted, under ``other``, never sampled (or, by configuration, a dead letter before the step:
+  :func:`undeclared_error`);
 * session annotation: merged into the session (:func:`merge_grades`: the grade with the latest ``ts``
   wins, ties and grades without ``ts`` by delivery; a grade that loses is counted ``stale_labels`` and
   changes nothing; the first grade of a requested document counts as a judgment received); a complete
@@ -34,12 +36,14 @@ Per event:
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from monitor.core.events import Annotation, Deploy, Event, EventError, Impression, Label
 from monitor.core.grades import Scale, TrecScale
 from monitor.core.judged import JudgedList
-from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.config import OTHER, StreamConfig
 from monitor.core.stream.history import arm_of
 from monitor.core.stream.session import SessionRecord, query_key
 from monitor.core.stream.sketch import Cell, cell_field, classify, estimate, sketch_cells
@@ -187,6 +191,54 @@ def future_error(event: Event, now: float | None, config: StreamConfig) -> Event
                             f"(max_future is {config.max_future:g} s)")
 
 
+@lru_cache(maxsize=16)
+def _ranker_regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def undeclared(event: Impression, config: StreamConfig) -> tuple[str, str] | None:
+    """Which part of an impression is not declared, as (reason, what the settings declare): ``variant``
+    if its variant (``control`` when it has none) is not one of ``variants`` (empty: any variant is),
+    else ``ranker`` if its ranker does not match ``ranker_pattern`` in full; None if both are declared.
+
+    >>> config = StreamConfig(ranker_pattern="ranker-[0-9]+")
+    >>> undeclared(Impression("s", "q", "ranker-1", 0.0, (), variant="exp-7"), config)
+    ('variant', 'control, canary')
+    >>> undeclared(Impression("s", "q", "ranker-x", 0.0, ()), config)
+    ('ranker', 'ranker-[0-9]+')
+    >>> undeclared(Impression("s", "q", "ranker-1", 0.0, (), variant="canary"), config) is None
+    True
+    """
+    if config.variants and (event.variant or "control") not in config.variants:
+        return "variant", ", ".join(config.variants)
+    pattern = config.ranker_pattern
+    if pattern is not None and _ranker_regex(pattern).fullmatch(event.ranker) is None:
+        return "ranker", pattern
+    return None
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 64 else f"{text[:61]!r}..."
+
+
+def undeclared_error(event: Event, config: StreamConfig) -> EventError | None:
+    """With ``undeclared = "dead_letter"``: an impression whose variant or ranker is not declared
+    (:func:`undeclared`) is a dead letter ``undeclared_variant`` or ``undeclared_ranker`` (with
+    ``undeclared = "other"`` the step counts it as ``other`` instead, see :func:`_on_impression`)."""
+    if config.undeclared != "dead_letter" or not isinstance(event, Impression):
+        return None
+    found = undeclared(event, config)
+    if found is None:
+        return None
+    reason, declared = found
+    if reason == "variant":
+        return EventError("variant", f"undeclared variant {_shown(event.variant or 'control')}: the "
+                                     f"declared variants are {declared} (setting variants)",
+                          code="undeclared_variant")
+    return EventError("ranker", f"undeclared ranker {_shown(event.ranker)}: it does not match "
+                                f"ranker_pattern {declared!r}", code="undeclared_ranker")
+
+
 def past_error(event: Event, watermark: float, config: StreamConfig) -> EventError | None:
     """An impression older than ``state_ttl`` behind its partition's watermark is a dead letter
     ``ts_out_of_range``: its session would be forgotten before it could be labelled, and it would
@@ -308,10 +360,34 @@ def _sampled(bucket: str, loaded: Loaded, config: StreamConfig, partitions: int)
     return bool(loaded.query_labels) or below
 
 
+def _on_undeclared(event: Impression, reason: str, loaded: Loaded, config: StreamConfig, partitions: int,
+                   out: Transition) -> None:
+    """An impression of an undeclared variant or ranker (``undeclared = "other"``): counted in the
+    impressions of its group with the undeclared part(s) as ``other`` (a bounded set of label values)
+    and in ``undeclared:<reason>``; nothing else. It is not sampled (no budget, no request, no session
+    state), does not count in the query-frequency sketch (so it moves no query between buckets, which
+    would change how real traffic is sampled) and is not seen by the canary history."""
+    bucket = event.query_bucket or classify(estimate(frequency_cells(event.query, config), loaded.sketch)
+                                            * partitions, config.head_min_frequency,
+                                            config.torso_min_frequency)
+    pattern = config.ranker_pattern
+    ranker = event.ranker if pattern is None or _ranker_regex(pattern).fullmatch(event.ranker) else OTHER
+    variant = event.variant or "control"
+    if config.variants and variant not in config.variants:
+        variant = OTHER
+    out.counters.append((f"{bucket}|{ranker}|{variant}", "impressions", 1.0))
+    out.counters.append(("", f"undeclared:{reason}", 1.0))
+    out.drop_early_labels.append(event.session_id)
+
+
 def _on_impression(event: Impression, loaded: Loaded, config: StreamConfig, scale: Scale,
                    partitions: int, out: Transition) -> None:
     if loaded.record is not None:
         out.counters.append(("", "duplicate_impressions", 1.0))
+        return
+    found = undeclared(event, config)
+    if found is not None:
+        _on_undeclared(event, found[0], loaded, config, partitions, out)
         return
     cells = frequency_cells(event.query, config)
     bucket = event.query_bucket or classify(estimate(cells, loaded.sketch) * partitions,

@@ -1,0 +1,289 @@
+"""Issue 15, part 5: junk rankers and variants must not spend the sampling budget.
+
+Users declare the variants that count (``[stream] variants``, default control and canary) and optionally a
+pattern ranker names must match (``ranker_pattern``); an impression of anything else is counted under
+``other`` and never sampled (``undeclared = "other"``), or is a dead letter ``undeclared_variant`` /
+``undeclared_ranker`` (``undeclared = "dead_letter"``). A simulated stream with 5,000 junk impressions
+mixed in (each a distinct variant or ranker name) must give exactly the numbers of the stream alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from monitor.core.canary import CanaryConfig, comparisons
+from monitor.core.grades import SEED_SCALE
+from monitor.core.stream.config import ConfigError, StreamConfig
+from monitor.export.prometheus import RelevanceCollector
+from monitor.pipeline.memory import MemoryPipeline, partition_of
+from monitor.sim import SimConfig, simulate
+from monitor.worker.settings import SettingsError, load_settings
+
+Events = list[tuple[str, bytes, bytes]]
+PARTITIONS = 2
+JUNK = 5000
+# small enough that the budget binds (the simulated hour has 3,000 sessions): junk that spent it would show
+BUDGET = {"head": 300.0, "torso": 200.0, "tail": 200.0}
+DECLARED = StreamConfig(budget=BUDGET, ranker_pattern="ranker-[a-z]", join_window=1800)
+REAL_RANKERS, REAL_VARIANTS = {"ranker-a", "ranker-b"}, {"control", "canary"}
+
+
+def sim_events(seed: int) -> Events:
+    result = simulate(SimConfig(seed=seed, n_sessions=3000))
+    return [(e.topic, e.key, e.value) for e in result.events]
+
+
+def with_junk(events: Events, seed: int, count: int = JUNK) -> Events:
+    """``events`` with ``count`` junk impressions mixed in: half with a distinct undeclared variant
+    (``exp-<i>``, a real ranker), half with a distinct ranker outside the pattern (``junk-<i>``, variant
+    control). Each copies the query, results and time of the latest real impression of its partition
+    before it, so it moves no watermark (the numbers of the real sessions may then be compared exactly)."""
+    rng = random.Random(seed)
+    impressions = [json.loads(v) for t, _, v in events if t == "impressions"]
+    queries = sorted({i["query"] for i in impressions})
+    slots = sorted(rng.randrange(len(events) // 100, len(events) + 1) for _ in range(count))
+    out: Events = []
+    latest: dict[int, dict[str, object]] = {}
+    junk = 0
+    at = 0
+    for index in range(len(events) + 1):
+        while at < len(slots) and slots[at] == index:
+            at += 1
+            sid = f"junk-{junk}"
+            partition = partition_of(sid.encode(), PARTITIONS)
+            base = latest.get(partition) or latest[next(iter(latest))]
+            if partition not in latest:  # nothing on its partition yet: the earliest time seen, no later
+                base = {**base, "ts": min(float(str(b["ts"])) for b in latest.values())}
+            body = {"type": "impression", "session_id": sid, "query": rng.choice(queries),
+                    "results": base["results"], "ts": base["ts"]}
+            if junk % 2 == 0:
+                body.update(ranker="ranker-a", variant=f"exp-{junk}")
+            else:
+                body.update(ranker=f"junk-{junk}", variant="control")
+            out.append(("impressions", sid.encode(), json.dumps(body).encode()))
+            junk += 1
+        if index < len(events):
+            topic, key, value = events[index]
+            out.append((topic, key, value))
+            if topic == "impressions":
+                body = json.loads(value)
+                latest[partition_of(body["session_id"].encode(), PARTITIONS)] = body
+    assert junk == count
+    return out
+
+
+def run(events: Events, config: StreamConfig) -> MemoryPipeline:
+    pipeline = MemoryPipeline(config, SEED_SCALE, partitions=PARTITIONS, prune_every=10**9, clock=lambda: None)
+    for topic, key, value in events:
+        pipeline.submit(topic, key, value)
+    pipeline.advance(math.inf)
+    return pipeline
+
+
+def real_counters(pipeline: MemoryPipeline) -> dict[tuple[str, str], float]:
+    """Counters of the real traffic: not the undeclared ones, nor any group counted as other."""
+    return {(g, n): v for (g, n), v in pipeline.counters.items()
+            if v and not n.startswith(("undeclared:", "dead_letter:")) and "other" not in g.split("|")}
+
+
+def sampled(pipeline: MemoryPipeline) -> float:
+    return sum(v for (g, n), v in pipeline.counters.items() if n == "sampled")
+
+
+def budget(pipeline: MemoryPipeline) -> list[dict[tuple[str, int], float]]:
+    return [dict(state.budget) for state in pipeline.state]
+
+
+def assert_same_real_numbers(dirty: MemoryPipeline, clean: MemoryPipeline) -> None:
+    assert real_counters(dirty) == real_counters(clean)
+    clean_totals, dirty_totals = clean.snapshot().totals(), dirty.snapshot().totals()
+    assert set(dirty_totals) == set(clean_totals)
+    for group, stats in clean_totals.items():
+        assert dirty_totals[group] == pytest.approx(stats, rel=0, abs=1e-9), group
+    assert budget(dirty) == budget(clean)
+    assert list(dirty.requests) == list(clean.requests)
+    assert dirty.history() == clean.history()
+    assert comparisons(dirty.history(), list(dirty.deploys), CanaryConfig()) == comparisons(
+        clean.history(), list(clean.deploys), CanaryConfig())
+
+
+ANYTHING = StreamConfig(budget=BUDGET, variants=(), join_window=1800)  # the behaviour before part 5
+DEAD_LETTER = StreamConfig(budget=BUDGET, ranker_pattern="ranker-[a-z]", join_window=1800,
+                           undeclared="dead_letter")
+CONFIGS = {"declared": DECLARED, "anything": ANYTHING, "dead_letter": DEAD_LETTER}
+
+
+@pytest.fixture(scope="module")
+def streams() -> tuple[Events, Events]:
+    events = sim_events(3)
+    return events, with_junk(events, 3)
+
+
+@pytest.fixture(scope="module")
+def runs(streams: tuple[Events, Events]) -> dict[tuple[str, str], MemoryPipeline]:
+    """(config, "clean" or "dirty") → the pipeline run to the end, each computed once for the module."""
+    class Runs(dict[tuple[str, str], MemoryPipeline]):
+        def __missing__(self, key: tuple[str, str]) -> MemoryPipeline:
+            config, which = key
+            self[key] = run(streams[0] if which == "clean" else streams[1], CONFIGS[config])
+            return self[key]
+
+    return Runs()
+
+
+def test_the_stream_without_junk_spends_the_budget(runs: dict[tuple[str, str], MemoryPipeline]) -> None:
+    """The premise: the budget binds on the simulated hour (else no junk could take anything from it)."""
+    clean = runs["declared", "clean"]
+    impressions = sum(v for (g, n), v in clean.counters.items() if n == "impressions")
+    assert impressions > 2900  # 3,000 sessions, a few duplicates
+    assert 500 <= sampled(clean) < 0.5 * impressions
+    for bucket, amount in BUDGET.items():
+        spent = sum(v for state in clean.state for (b, _), v in state.budget.items() if b == bucket)
+        assert spent >= 0.9 * amount, bucket
+
+
+def test_junk_counted_as_other_changes_no_number_of_the_real_traffic(
+        runs: dict[tuple[str, str], MemoryPipeline]) -> None:
+    clean, dirty = runs["declared", "clean"], runs["declared", "dirty"]
+    assert_same_real_numbers(dirty, clean)
+    assert sampled(dirty) == sampled(clean)
+    assert dirty.counter("undeclared:variant") == JUNK / 2
+    assert dirty.counter("undeclared:ranker") == JUNK / 2
+    other = {g: v for (g, n), v in dirty.counters.items() if n == "impressions" and "other" in g.split("|")}
+    assert sum(other.values()) == JUNK
+    assert {g.split("|", 1)[1] for g in other} == {"ranker-a|other", "other|control"}
+    assert not any(n != "impressions" for (g, n) in dirty.counters if "other" in g.split("|"))
+    assert not dirty.dead_letters
+    junk_ids = {f"junk-{i}" for i in range(JUNK)}
+    assert not any(sid in junk_ids for state in dirty.state for sid in state.records)
+
+
+def test_without_declared_variants_the_junk_spends_the_budget(
+        runs: dict[tuple[str, str], MemoryPipeline]) -> None:
+    """The defect, on the same streams: with every variant and ranker accepted (``variants = []``, no
+    pattern), the junk impressions are sampled like real ones and fewer real sessions are (on this
+    stream: 736 real sessions sampled without the junk, 615 with it, the junk 286)."""
+    clean, dirty = runs["anything", "clean"], runs["anything", "dirty"]
+    assert sampled(clean) == sampled(runs["declared", "clean"])  # the real traffic is all declared
+    real = {(g, n): v for (g, n), v in dirty.counters.items() if n == "sampled" and "junk" not in g
+            and "|exp-" not in g}
+    junk = sampled(dirty) - sum(real.values())
+    assert junk > 200
+    assert sum(real.values()) < sampled(clean) - 80
+    assert dirty.counter("undeclared:variant") == dirty.counter("undeclared:ranker") == 0
+
+
+def test_label_values_stay_bounded_in_prometheus(runs: dict[tuple[str, str], MemoryPipeline]) -> None:
+    """Even with no cap on rankers and variants in the exporter, no junk name becomes a label value."""
+    dirty = runs["declared", "dirty"]
+    registry = CollectorRegistry()
+    registry.register(RelevanceCollector(dirty.snapshot, max_rankers=100_000, max_variants=100_000))
+    rankers: set[str] = set()
+    variants: set[str] = set()
+    for family in registry.collect():
+        for sample in family.samples:
+            rankers.update([sample.labels["ranker"]] if "ranker" in sample.labels else [])
+            variants.update([sample.labels["variant"]] if "variant" in sample.labels else [])
+    assert rankers == REAL_RANKERS | {"other"}
+    assert variants == REAL_VARIANTS | {"other"}
+    for reason in ("variant", "ranker"):
+        value = registry.get_sample_value("search_relevance_undeclared_impressions_total", {"reason": reason})
+        assert value == JUNK / 2
+    # the junk's impressions are exported under other, and nothing else of theirs is
+    impressions = registry.get_sample_value("search_relevance_impressions_total",
+                                            {"bucket": "tail", "ranker": "other", "variant": "control"})
+    assert impressions is not None and impressions > 0
+    assert registry.get_sample_value("search_relevance_sampled_total",
+                                     {"bucket": "tail", "ranker": "other", "variant": "control"}) is None
+
+
+def test_junk_as_dead_letters_changes_no_number_of_the_real_traffic(
+        runs: dict[tuple[str, str], MemoryPipeline]) -> None:
+    clean, dirty = runs["dead_letter", "clean"], runs["dead_letter", "dirty"]
+    assert_same_real_numbers(dirty, clean)
+    assert real_counters(clean) == real_counters(runs["declared", "clean"])
+    assert dirty.counter("dead_letter:undeclared_variant") == JUNK / 2
+    assert dirty.counter("dead_letter:undeclared_ranker") == JUNK / 2
+    assert len(dirty.dead_letters) == JUNK and not clean.dead_letters
+    assert dirty.counter("undeclared:variant") == dirty.counter("undeclared:ranker") == 0
+    by_code = {d.code: d for d in dirty.dead_letters}
+    assert set(by_code) == {"undeclared_variant", "undeclared_ranker"}
+    variant, ranker = by_code["undeclared_variant"], by_code["undeclared_ranker"]
+    assert variant.field == "variant" and "undeclared variant 'exp-" in variant.reason
+    assert "declared variants are control, canary" in variant.reason
+    assert ranker.field == "ranker" and "undeclared ranker 'junk-" in ranker.reason
+    assert "ranker_pattern 'ranker-[a-z]'" in ranker.reason
+    assert json.loads(variant.raw)["session_id"].startswith("junk-")
+
+
+def test_an_impression_without_a_variant_is_control_and_declared() -> None:
+    events: Events = [("impressions", b"s1", json.dumps({
+        "type": "impression", "session_id": "s1", "query": "q", "ranker": "r1", "ts": 1000.0,
+        "results": [{"doc_id": "a", "position": 1}]}).encode())]
+    only_control = StreamConfig(variants=("control",), undeclared="dead_letter")
+    pipeline = run(events, only_control)
+    assert not pipeline.dead_letters and pipeline.counter("sampled", "tail|r1|control") == 1
+    only_canary = StreamConfig(variants=("canary",), undeclared="dead_letter")
+    [dead] = run(events, only_canary).dead_letters
+    assert dead.code == "undeclared_variant" and "'control'" in dead.reason
+
+
+def test_a_variant_named_like_a_reason_fragment_still_gets_its_own_code() -> None:
+    """The code is given, not guessed from the reason's text (which quotes the variant)."""
+    events: Events = [("impressions", b"s1", json.dumps({
+        "type": "impression", "session_id": "s1", "query": "q", "ranker": "r1", "ts": 1000.0,
+        "variant": "missing out of range", "results": [{"doc_id": "a", "position": 1}]}).encode())]
+    [dead] = run(events, StreamConfig(undeclared="dead_letter")).dead_letters
+    assert dead.code == "undeclared_variant"
+
+
+def test_any_variant_and_any_ranker_when_nothing_is_declared() -> None:
+    config = StreamConfig(variants=())
+    assert config.variants == () and config.ranker_pattern is None
+    events: Events = [("impressions", b"s1", json.dumps({
+        "type": "impression", "session_id": "s1", "query": "q", "ranker": "anything at all", "ts": 1000.0,
+        "variant": "holdout", "results": [{"doc_id": "a", "position": 1}]}).encode())]
+    pipeline = run(events, config)
+    assert pipeline.counter("sampled", "tail|anything at all|holdout") == 1
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"variants": "control"}, "variants must be a list of variant names"),
+    ({"variants": ("control", "")}, "variants: '' is not a variant name"),
+    ({"variants": ("control", "two words")}, "variants: 'two words' is not a variant name"),
+    ({"variants": ("control", 7)}, "variants: 7 is not a variant name"),
+    ({"variants": ("control", "other")}, "'other' is reserved"),
+    ({"variants": ("canary", "canary")}, "a name given twice"),
+    ({"ranker_pattern": "ranker-("}, "ranker_pattern 'ranker-(' is not a valid regular expression: "
+                                     "missing ), unterminated subpattern"),
+    ({"ranker_pattern": ""}, "ranker_pattern must be a non-empty regular expression"),
+    ({"undeclared": "drop"}, "undeclared must be one of other, dead_letter, got 'drop'"),
+])
+def test_bad_declarations_are_refused(options: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        StreamConfig(**options)  # type: ignore[arg-type]
+    assert message in str(error.value)
+
+
+def test_the_settings_file_declares_them(tmp_path: Path) -> None:
+    path = tmp_path / "monitor.toml"
+    path.write_text('[stream]\nvariants = ["control", "canary", "holdout"]\nranker_pattern = "ranker-.+"\n'
+                    'undeclared = "dead_letter"\n')
+    stream = load_settings({}, path).stream
+    assert stream.variants == ("control", "canary", "holdout")
+    assert (stream.ranker_pattern, stream.undeclared) == ("ranker-.+", "dead_letter")
+    path.write_text("[stream]\nvariants = []\n")
+    assert load_settings({}, path).stream.variants == ()
+    assert load_settings({}, None).stream.variants == ("control", "canary")
+    path.write_text('[stream]\nranker_pattern = "["\n')
+    with pytest.raises(SettingsError, match=r"monitor\.toml: \[stream\] ranker_pattern '\[' is not a valid"):
+        load_settings({}, path)
+    path.write_text('[stream]\nundeclared = "ignore"\n')
+    with pytest.raises(SettingsError, match=r"\[stream\] undeclared must be one of other, dead_letter"):
+        load_settings({}, path)
