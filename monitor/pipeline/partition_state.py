@@ -112,7 +112,7 @@ class PartitionState:
             self.records[record.session_id] = record
         for session_id, labels in t.early_labels.items():
             self.early[session_id] = labels  # a dict keeps the first arrival's place: eviction order
-            self.early_since.setdefault(session_id, t.watermark)
+            self.early_since[session_id] = t.watermark  # kept state_ttl from the last write, as in Redis
         for session_id, stamps in t.early_stamps.items():
             if stamps:
                 self.early_stamps[session_id] = stamps
