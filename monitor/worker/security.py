@@ -34,7 +34,8 @@ class HideSaslPayloads(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         if "sasl_auth_bytes" in message:
-            record.msg, record.args = self.PAYLOAD.sub("sasl_auth_bytes=<hidden>", message), None
+            # args (), not None: Faust's (mode's) formatter wraps a non-tuple in one and formats again
+            record.msg, record.args = self.PAYLOAD.sub("sasl_auth_bytes=<hidden>", message), ()
         return True
 
 

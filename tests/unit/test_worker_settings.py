@@ -4,6 +4,7 @@ entry format; the documented list of variables matches the code."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import re
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import faust
 import pytest
+from mode.utils.logging import ExtensionFormatter
 
 from monitor.core.events import Annotation, Label, decode_event, encode_annotation
 from monitor.core.grades import SEED_SCALE
@@ -261,3 +263,6 @@ def test_sasl_payloads_are_hidden_from_aiokafka_debug_logs() -> None:
                                    (f"SaslAuthenticateRequest_v1(sasl_auth_bytes={payload}, x=1)",), None)
         assert logger.filters[-1].filter(record)
         assert record.getMessage() == "Request 3: SaslAuthenticateRequest_v1(sasl_auth_bytes=<hidden>, x=1)"
+        # the worker's log goes through mode's formatter, which formats the arguments again
+        line = ExtensionFormatter(io.StringIO(), fmt="%(message)s").format(record)
+        assert line == "Request 3: SaslAuthenticateRequest_v1(sasl_auth_bytes=<hidden>, x=1)"
