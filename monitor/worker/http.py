@@ -71,7 +71,8 @@ class HttpServer:
                                           settings.max_rankers))
         registry.register(PipelineCollector(lambda: PipelineView(
             consumed=dict(runtime.processor.consumed), lag=self._lag(), waiting=waiting, redis_memory=memory,
-            redis_retries=runtime.processor.retries, quiet_closed=runtime.processor.quiet_closed)))
+            redis_retries=runtime.processor.retries, quiet_closed=runtime.processor.quiet_closed,
+            processing_retries=runtime.processor.processing_retries)))
         ProcessCollector(registry=registry)
         body = generate_latest(registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -23,6 +23,7 @@ class PipelineView:
     redis_memory: int
     redis_retries: int = 0
     quiet_closed: int = 0
+    processing_retries: int = 0
 
 
 class PipelineCollector(Collector):
@@ -53,3 +54,7 @@ class PipelineCollector(Collector):
         yield CounterMetricFamily(f"{self.prefix}_quiet_closes",
                                   "Sessions this worker closed because their partition had no impression for "
                                   "idle_timeout (docs/worker.md, quiet partitions)", value=view.quiet_closed)
+        yield CounterMetricFamily(f"{self.prefix}_processing_retries",
+                                  "Messages this worker tried again alone after an unexpected failure (not "
+                                  "Redis unreachable); one failing every attempt is a processing_error dead "
+                                  "letter", value=view.processing_retries)

@@ -97,13 +97,16 @@ class Processor:
     agent, the periodic :meth:`verify` and the outbox :meth:`drain` never interleave)."""
 
     def __init__(self, state: RedisState, topics: Topics, retry_delay: float = 0.5,
-                 max_retry_delay: float = 10.0, fetch: Fetch | None = None, catch_up_size: int = 500) -> None:
+                 max_retry_delay: float = 10.0, fetch: Fetch | None = None, catch_up_size: int = 500,
+                 attempts: int = 3) -> None:
         self.state, self.topics = state, topics
         self.roles = topics.sources()
         self.consumed: Counter[str] = Counter()        # messages consumed per topic (this process)
         self.positions: dict[tuple[str, int], int] = {}  # (topic, partition) -> last handled offset
         self.retry_delay, self.max_retry_delay = retry_delay, max_retry_delay
         self.fetch, self.catch_up_size = fetch, catch_up_size
+        self.attempts = attempts  # a message that fails alone this many times is a processing_error
+        self.processing_retries = 0  # single messages tried again after an unexpected failure
         self.retries = 0
         self.fenced = 0     # commits refused because another commit came first
         self.replayed = 0   # messages read from Kafka again because Redis had lost them
@@ -141,8 +144,10 @@ class Processor:
 
         Redis being unreachable is waited out (the same messages are retried, never skipped); Redis behind
         the batch is caught up from Kafka first (see the module docstring). Any other failure retries the
-        partition's messages one by one, and the one that fails again goes to the dead-letter topic as
-        ``processing_error``: a bug must not stop the stream or lose a message."""
+        partition's messages one by one, each up to :attr:`attempts` times with backoff (a passing failure,
+        such as Kafka unreachable during a catch-up, must not send a valid message away); one that still
+        fails goes to the dead-letter topic as ``processing_error``: a bug must not stop the stream or lose
+        a message."""
         async with self._lock:
             outcomes: list[Outcome | None] = [None] * len(batch)
             by_partition: dict[int, list[int]] = {}
@@ -223,13 +228,25 @@ class Processor:
 
     async def _one(self, consumed: Consumed) -> Outcome:
         message = self._message(consumed)
-        try:
-            return (await self._apply(consumed.partition, [consumed]))[0]
-        except StateBehind:
-            raise
-        except Exception as error:
-            log.exception("processing failed: %s[%d]@%d", consumed.topic, consumed.partition, consumed.offset)
-            failure = EventError("", f"processing failed: {type(error).__name__}: {error}")
+        delay = self.retry_delay
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return (await self._apply(consumed.partition, [consumed]))[0]
+            except StateBehind:
+                raise
+            except Exception as error:
+                if attempt < self.attempts:  # a passing failure must not send a valid message away
+                    self.processing_retries += 1
+                    log.warning("processing %s[%d]@%d failed (attempt %d of %d); trying it again in %.1f s",
+                                consumed.topic, consumed.partition, consumed.offset, attempt, self.attempts,
+                                delay, exc_info=True)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, self.max_retry_delay)
+                    continue
+                log.exception("processing failed: %s[%d]@%d", consumed.topic, consumed.partition,
+                              consumed.offset)
+                failure = EventError("", f"processing failed: {type(error).__name__}: {error}",
+                                     "processing_error")
         while True:
             try:
                 outcome = await self._retrying(lambda: self.state.reject(

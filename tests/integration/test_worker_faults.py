@@ -42,7 +42,7 @@ import time
 import urllib.parse
 import uuid
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,7 @@ from redis.asyncio import Redis
 from monitor.core.canary.alerts import AlertConfig, annotations_of
 from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import StreamConfig
-from monitor.pipeline.redis_state import Batch, Fenced, Message, RedisState, StateBehind
+from monitor.pipeline.redis_state import Batch, Fenced, Message, Outcome, RedisState, StateBehind
 from monitor.services.alertmanager import AlertmanagerServer
 from monitor.services.install import BINARIES_OF, ensure_binaries
 from monitor.services.ports import free_port
@@ -284,6 +284,47 @@ async def test_a_worker_that_lost_its_partition_redoes_its_batch_instead_of_appl
         assert await client.llen(f"{prefix}:{{p0}}:outbox") == 1  # the one dead letter, once
     finally:
         await client.aclose()
+
+class Failing(RedisState):
+    """A real RedisState whose batches holding ``offset`` raise ``failures`` times before working."""
+
+    offset, failures = -1, 0
+
+    async def handle_batch(self, partition: int, messages: Sequence[Message],
+                           previous: Mapping[str, int] | None = None) -> list[Outcome]:
+        if self.failures > 0 and any(m.offset == self.offset for m in messages):
+            self.failures -= 1
+            raise RuntimeError("a passing failure")
+        return await super().handle_batch(partition, messages, previous)
+
+
+@pytest.mark.parametrize(("failures", "dead"), [(3, 0), (4, 1)])
+async def test_a_message_failing_for_a_while_is_tried_again_and_only_then_dead_lettered(
+        redis_url: str, failures: int, dead: int) -> None:
+    """The batch fails, then the message alone up to three times: three failures in a row still apply it
+    (the batch's other messages too, once each); a fourth makes it a ``processing_error`` dead letter."""
+    client = Redis.from_url(redis_url)
+    prefix = f"failing-{uuid.uuid4().hex[:8]}"
+    state = Failing(client, StreamConfig(budget={"head": 1e9, "torso": 1e9, "tail": 1e9}), SEED_SCALE, 1,
+                    prefix=prefix)
+    state.offset, state.failures = 1, failures
+    processor = Processor(state, Topics("i", "a", "d", "dead", "requests"), retry_delay=0.01)
+    deploys = [Consumed("d", 0, n, b"r", json.dumps(
+        {"type": "deploy", "kind": "deploy", "ranker": f"r{n}", "ts": 100.0 + n}).encode()) for n in range(3)]
+    try:
+        outcomes = await processor.handle_batch(deploys)
+        assert processor.processing_retries == min(failures - 1, 2)
+        assert [o.dead_letter is not None for o in outcomes] == [False, dead == 1, False]
+        if dead:
+            assert outcomes[1].dead_letter is not None and outcomes[1].dead_letter.code == "processing_error"
+            assert "RuntimeError: a passing failure" in outcomes[1].dead_letter.reason
+        assert [d.ranker for d in await state.deploys()] == [f"r{n}" for n in range(3) if n != 1 or not dead]
+        assert await state.applied(0) == {"d": 2}
+        snapshot = await state.snapshot()
+        assert snapshot.counters.get(("", "dead_letter:processing_error"), 0) == dead
+    finally:
+        await client.aclose()
+
 
 # -- (a) the worker killed 20 times --------------------------------------------------------------------
 

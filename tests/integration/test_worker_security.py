@@ -240,6 +240,8 @@ def test_worker_on_secured_services_exports_the_in_process_values_and_no_secret(
         group.drain()
         metrics = worker.metrics_text()
         got = parse_metrics(metrics)
+        processing_errors = got.get(("search_relevance_dead_letters_total", (("reason", "processing_error"),)))
+        assert not processing_errors, worker.failures()
         assert_relevance_equal(got, expected)
         scored = [v for (name, _), v in got.items() if name == "search_relevance_sessions_scored"]
         assert sum(scored) > 0 and sum(v for (n, _), v in got.items() if n == "search_relevance_events_total") >= messages

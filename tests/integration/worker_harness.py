@@ -83,6 +83,13 @@ class Worker:
         except OSError:
             return False
 
+    def failures(self, context: int = 40) -> str:
+        """The log's lines around each failed message ("processing ... failed", with its traceback), to
+        show why a test found a ``processing_error``: the log is gone once the run's folder is."""
+        lines = self.log.read_text(errors="replace").splitlines()
+        hits = [i for i, line in enumerate(lines) if "processing " in line and " failed" in line]
+        return "\n".join("\n".join(lines[i:i + context]) for i in hits[:5]) or "(no failed message in the log)"
+
     @property
     def url(self) -> str:
         """Base URL of this worker's HTTP endpoints."""
