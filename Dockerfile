@@ -1,7 +1,9 @@
 # syntax=docker/dockerfile:1
 # The search relevance monitor's worker image: `monitor worker` (faust-streaming) with its HTTP server
 # (/metrics, /healthz, /readyz, POST /deploys) on port 9464. Also runs `monitor produce` (the traffic
-# generator of docker-compose.yml's "traffic" profile) and the other `monitor` sub-commands.
+# generator of docker-compose.yml's "traffic" profile) and the other `monitor` sub-commands, except the two
+# that need an extra the worker leaves out: `monitor evaluate QRELS RUN` ([offline], pyarrow) and
+# `monitor report` ([report], matplotlib). Both exit 2 naming it.
 #
 #   docker build -t search-relevance-monitor .
 #   docker run --rm -p 9464:9464 -e MONITOR_KAFKA_BOOTSTRAP=... -e MONITOR_REDIS_URL=... search-relevance-monitor

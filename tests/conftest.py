@@ -1,3 +1,23 @@
 """Test-session wiring: the real-service fixtures live in ``tests/fixtures/services.py``."""
 
+from __future__ import annotations
+
+import pytest
+
 pytest_plugins = ["tests.fixtures.services"]
+
+# The fixtures that start (or reach) a real service. The fast loop, ``pytest -m "not integration"``,
+# starts none, so a test that asks for one, directly or through another fixture, must be marked.
+SERVICE_FIXTURES = frozenset({
+    "services_dir", "kafka_service", "kafka_bootstrap", "redis_service", "redis_url", "alertmanager_url",
+    "prometheus_url", "label_studio",
+})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    unmarked = [item.nodeid for item in items
+                if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ()))
+                and item.get_closest_marker("integration") is None]
+    if unmarked:
+        raise pytest.UsageError("these tests use a real service but are not marked integration, so "
+                                f"`pytest -m \"not integration\"` would start it: {', '.join(unmarked)}")

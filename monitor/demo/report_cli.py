@@ -3,6 +3,7 @@
 RUN is the file that ``monitor demo --record`` or ``monitor replay --record`` wrote. DIR receives
 index.html and the figures beside it: DCG@k and PNR per bucket over event time (control and canary, 95%
 bands, deploy and alert markers), the canary comparison with its confidence sequence, label coverage.
+The figures need matplotlib: pip install 'search-relevance-monitor[report]'.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from monitor.demo.recording import RecordingError, read_recording
+from monitor.extras import missing_extra
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +35,8 @@ def _fail(message: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if missing := missing_extra("matplotlib", "report", "monitor report"):
+        return _fail(missing)
     try:
         recording = read_recording(args.run)
     except RecordingError as error:
@@ -41,12 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"--window {args.window!r}: the run recorded {', '.join(recording.windows) or 'none'}")
     if not recording.points:
         return _fail(f"{args.run}: the run has no recorded point (no impression was seen)")
-    try:
-        from monitor.demo.plots import write_figures
-    except ImportError as error:
-        return _fail(f"monitor report draws with matplotlib, which is not installed ({error}); "
-                     "pip install matplotlib")
     from monitor.core.canary import CanaryConfig
+    from monitor.demo.plots import write_figures
     from monitor.demo.report import render_html
 
     try:

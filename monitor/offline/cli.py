@@ -11,6 +11,7 @@ from monitor.core.batch import RankedBatch, evaluate_batch
 from monitor.core.errors import MonitorError
 from monitor.core.grades import parse_scale
 from monitor.core.measures import Measure, accepted_measures, parse_measure
+from monitor.extras import missing_extra
 from monitor.offline.errors import InputError
 from monitor.offline.output import render
 from monitor.offline.progress import Progress
@@ -22,7 +23,10 @@ EPILOG = f"""measures: {accepted_measures()}
 
 Defaults follow trec_eval: documents of a query ordered by score descending, then document id
 descending; queries missing from the run are ignored (see --complete); NDCG's ideal comes from every
-judged document of the query; relevant means grade >= 1 on the trec scale. See docs/evaluate.md."""
+judged document of the query; relevant means grade >= 1 on the trec scale. See docs/evaluate.md.
+
+TREC files are read with pyarrow: pip install 'search-relevance-monitor[offline]' (--sessions needs no
+extra)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,6 +56,7 @@ def _fail(message: str) -> int:
 
 
 def _trec_batch(args: argparse.Namespace, progress: Progress) -> RankedBatch:
+    # pyarrow (the [offline] extra) is imported here, once main has checked it is installed.
     from monitor.offline.trec import read_qrels, read_run
     from monitor.offline.trec_batch import batch_from_trec
 
@@ -86,6 +91,8 @@ def main(argv: Sequence[str]) -> int:
         return _fail("give either QRELS RUN or --sessions, not both")
     if not sessions_mode and (args.qrels is None or args.run is None):
         return _fail("give QRELS and RUN files, or --sessions JSONL...")
+    if not sessions_mode and (missing := missing_extra("pyarrow", "offline", "monitor evaluate QRELS RUN")):
+        return _fail(f"{missing} (--sessions works without it)")
     for path in args.sessions or [args.qrels, args.run]:
         if not path.is_file():
             return _fail(f"{path}: no such file")

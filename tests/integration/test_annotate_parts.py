@@ -184,6 +184,7 @@ def test_the_compose_annotate_profile_runs_the_bridge_with_valid_settings(tmp_pa
     assert environment["MONITOR_TOPIC_REQUESTS"] == "annotation-requests"
 
 
+@pytest.mark.integration  # real Redis: the bridge's pair→task map and sent grades
 @pytest.mark.parametrize("scope", ["query", "session"])
 async def test_a_fallback_after_a_deletion_is_sent_so_that_the_stream_takes_it(redis_url: str,
                                                                               scope: str) -> None:
