@@ -31,7 +31,7 @@ monitoring). Scenarios, all on DCG:
 
 * **before** (the monitor until now): :func:`~monitor.core.canary.paths.log_mean_path` of each arm's
   pooled cumulative sums and :func:`~monitor.core.canary.paths.verdict_path` at every look, stateless;
-* **after**: time-matched (:func:`~monitor.core.canary.paths.matched_mean_path`: strata are the hour
+* **after**: time-matched (:func:`~monitor.core.canary.matched.matched_mean_path`: strata are the hour
   since the canary's start, or the hour of day for a deploy; the baseline reweighted to the candidate's
   mix), :func:`~monitor.core.canary.paths.effect_verdict_path`, and sticky
   (:func:`~monitor.core.canary.paths.sticky_path`: the running intersection over the looks);
@@ -70,6 +70,7 @@ import numpy.typing as npt
 
 from monitor.core.canary import CanaryConfig
 from monitor.core.canary.adjusted import CovariateSums, adjusted_mean_path
+from monitor.core.canary.matched import matched_mean_path
 from monitor.core.canary.paths import (
     PASS,
     REGRESSION,
@@ -77,7 +78,6 @@ from monitor.core.canary.paths import (
     effect_verdict_path,
     log_mean_path,
     log_pnr_path,
-    matched_mean_path,
     sticky_path,
     verdict_path,
 )

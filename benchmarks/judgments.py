@@ -61,12 +61,12 @@ import numpy.typing as npt
 
 from monitor.core.canary import CanaryConfig
 from monitor.core.canary.adjusted import FIELDS, CovariateSums, adjusted_mean_path, query_covariate
+from monitor.core.canary.matched import matched_mean_path
 from monitor.core.canary.paths import (
     REGRESSION,
     EffectPath,
     VerdictPath,
     effect_verdict_path,
-    matched_mean_path,
     sticky_path,
 )
 from monitor.core.stream.config import StreamConfig

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone on a fresh machine: installs what it needs, then runs
-# ruff, mypy --strict on the core, and pytest (unit, property, trec_eval agreement, integration).
+# ruff, mypy --strict on the whole package, and pytest (unit, property, trec_eval agreement, integration).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,7 +22,7 @@ fi
 
 echo "== ruff" >&2
 .venv/bin/ruff check monitor tests benchmarks
-echo "== mypy --strict (core)" >&2
+echo "== mypy --strict (monitor/)" >&2
 .venv/bin/mypy
 echo "== pytest" >&2
 .venv/bin/python -m pytest "$@"

@@ -23,7 +23,6 @@ import asyncio
 import logging
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,27 +35,12 @@ from monitor.worker.canary import alert_loop
 from monitor.worker.http import HttpServer
 from monitor.worker.processor import Consumed, Entry, Processor
 from monitor.worker.reread import committed_offsets, fetch_range
+from monitor.worker.runtime import Runtime
 from monitor.worker.settings import WorkerSettings
 
 log = logging.getLogger("monitor.worker")
 VERIFY_INTERVAL = 5.0
 """Seconds between checks that Redis still holds what this worker applied (Processor.verify)."""
-
-
-@dataclass
-class Runtime:
-    """What the agent and the HTTP server share in one worker process."""
-
-    settings: WorkerSettings
-    app: faust.App
-    redis: Redis
-    state: RedisState
-    processor: Processor
-    sinks: dict[str, Any]
-
-    def consuming(self) -> bool:
-        """Joined the consumer group (first rebalance done) and not rebalancing now."""
-        return bool(self.app.rebalancing_count > 0 and not self.app.rebalancing)
 
 
 def build(settings: WorkerSettings) -> Runtime:

@@ -26,7 +26,7 @@ from monitor.worker.canary import current
 from monitor.worker.metrics import PipelineCollector, PipelineView
 
 if TYPE_CHECKING:
-    from monitor.worker.app import Runtime
+    from monitor.worker.runtime import Runtime
 
 log = logging.getLogger("monitor.worker")
 MAX_BODY = 64 * 1024

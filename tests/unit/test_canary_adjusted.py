@@ -19,13 +19,12 @@ from monitor.core.canary.adjusted import (
     pooled_slope,
     query_covariate,
 )
-from monitor.core.canary.matched import matched_mean_paths
+from monitor.core.canary.matched import matched_mean_path, matched_mean_paths
 from monitor.core.canary.paths import (
     REGRESSION,
     EffectPath,
     effect_verdict_path,
     log_mean_path,
-    matched_mean_path,
     sticky_path,
 )
 

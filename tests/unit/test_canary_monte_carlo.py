@@ -13,6 +13,7 @@ import pytest
 
 from monitor.core.canary import CanaryConfig, compare
 from monitor.core.canary.estimates import log_statistic
+from monitor.core.canary.matched import matched_mean_path
 from monitor.core.canary.paths import (
     INCONCLUSIVE,
     PASS,
@@ -21,7 +22,6 @@ from monitor.core.canary.paths import (
     effect_verdict_path,
     log_mean_path,
     log_pnr_path,
-    matched_mean_path,
     sticky_path,
     verdict_path,
 )

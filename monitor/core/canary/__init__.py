@@ -1,11 +1,11 @@
 """The canary verdict: an always-valid sequential test of candidate against baseline relevance.
 
 ``compare`` gives one :class:`Verdict` (pass / regression / inconclusive, the relative change with its
-confidence sequence and the evidence) from two groups' Stats; ``comparisons`` pairs the groups (canary
-vs control, after vs before a deploy, detected deploys too) over their periods, from the epochs of a
-:class:`~monitor.core.stream.history.History`, and compares each pair on DCG and PNR;
-:mod:`.alerts` turns comparisons into alerts. Pure: numpy/math only, time is passed in. The method, its
-defaults and its benchmark are in ``docs/canary.md``.
+confidence sequence and the evidence) from two groups' Stats; ``comparisons`` (a function of
+:mod:`.pairing`) pairs the groups (canary vs control, after vs before a deploy, detected deploys too) over
+their periods, from the epochs of a :class:`~monitor.core.stream.history.History`, and compares each pair
+on DCG and PNR; :mod:`.alerts` turns comparisons into alerts. Pure: numpy/math only, time is passed in.
+The method, its defaults and its benchmark are in ``docs/canary.md``.
 """
 
 from monitor.core.canary.compare import VERDICTS, Verdict, compare

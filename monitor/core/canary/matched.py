@@ -46,7 +46,7 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
-from monitor.core.canary.paths import FloatArray, LogPath
+from monitor.core.canary.paths import EffectPath, FloatArray, LogPath
 
 DCG_FIELDS = ("sessions", "dcg", "dcg_sq")
 PNR_FIELDS = ("sessions", "positive", "discordant", "pnr_pos_sq", "pnr_neg_sq", "pnr_pos_neg")
@@ -117,6 +117,13 @@ def matched_mean_paths(nb: npt.ArrayLike, sb: npt.ArrayLike, qb: npt.ArrayLike, 
     base = LogPath(s.total_b, _log(mean_b, ok_b), np.where(ok_b & (s.total_b - s.count >= 1), var_b, np.nan))
     cand = LogPath(s.total_c, _log(mean_c, ok_c), np.where(ok_c & (s.total_c - s.count >= 1), var_c, np.nan))
     return base, cand
+
+
+def matched_mean_path(n_b: npt.ArrayLike, s_b: npt.ArrayLike, q_b: npt.ArrayLike, n_c: npt.ArrayLike,
+                      s_c: npt.ArrayLike, q_c: npt.ArrayLike) -> EffectPath:
+    """The time-matched effect on mean DCG after every look, from per-stratum cumulative count, Σx and Σx²
+    of each arm, arrays of shape (..., looks, strata) (:func:`matched_mean_paths`)."""
+    return EffectPath.of(*matched_mean_paths(n_b, s_b, q_b, n_c, s_c, q_c))
 
 
 def _log_ratio(p: FloatArray, q: FloatArray, spp: FloatArray, snn: FloatArray, spn: FloatArray,

@@ -193,15 +193,6 @@ class EffectPath:
                           baseline.n, candidate.n)
 
 
-def matched_mean_path(n_b: npt.ArrayLike, s_b: npt.ArrayLike, q_b: npt.ArrayLike, n_c: npt.ArrayLike,
-                      s_c: npt.ArrayLike, q_c: npt.ArrayLike) -> EffectPath:
-    """The time-matched effect on mean DCG after every look, from per-stratum cumulative count, Σx and Σx²
-    of each arm, arrays of shape (..., looks, strata) (:func:`.matched.matched_mean_paths`)."""
-    from monitor.core.canary.matched import matched_mean_paths
-
-    return EffectPath.of(*matched_mean_paths(n_b, s_b, q_b, n_c, s_c, q_c))
-
-
 def effect_verdict_path(effect: EffectPath, config: CanaryConfig) -> VerdictPath:
     """:func:`verdict_path` on an :class:`EffectPath` (the same decision rule)."""
     shape = np.shape(effect.theta)

@@ -1,8 +1,9 @@
 """Per-list metrics as pure functions over arrays given in rank order (rank 1 first).
 
 Each module holds one family: gain-based (CG, DCG, NDCG), binary (P@k, R@k, AP, RR), pairwise (PNR,
-Kendall tau distance), AUC, and cascade models (RBP, ERR). ``segmented`` computes the rank-based ones for
-many lists at once (the offline evaluator's fast path) and is tested against these definitions.
+Kendall tau distance), AUC, and cascade models (RBP, ERR). :class:`monitor.core.batch.RankedBatch`
+computes the rank-based ones for many lists at once over segmented arrays (the offline evaluator's fast
+path) and is tested against these definitions.
 """
 
 from monitor.core.metrics.auc import auc
