@@ -117,7 +117,7 @@ class MemoryPipeline:
         state.offsets[topic] = offset
         try:
             if topic not in TOPICS:
-                raise EventError("topic", f"unknown topic {topic!r}")
+                raise EventError("topic", f"unknown topic {topic!r}", "invalid_value")
             event = expect_topic(decode_event(value, self.scale, self.limits), topic)
             target = partition
             if isinstance(event, Impression | Annotation) and event.session_id is not None:

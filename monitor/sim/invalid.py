@@ -8,7 +8,7 @@ schema version or the event type. ``expected`` is a substring of the message of 
 :class:`~monitor.core.events.EventError` that ``decode_event(raw, SEED_SCALE)`` raises: ``field: reason``,
 or just the reason for errors about the whole value; ``code`` is the reason code of docs/events.md that
 the dead-letter header ``monitor.error.code`` and ``search_relevance_dead_letters_total{reason}`` carry
-(:data:`CODES`, written out by hand: the check of ``reason_code``, not a copy of it).
+(:data:`CODES`, written out by hand: a check of the codes the validator gives, not a copy of them).
 
 :data:`KINDS` are what the simulator mixes into its stream (``SimConfig.invalid_rate``).
 :data:`EXTRA_KINDS` (overflowing numbers, unpaired surrogate escapes, other encodings, values that are not

@@ -233,3 +233,30 @@ def test_an_empty_message_or_a_tombstone_is_invalid_json_with_a_reason(raw: byte
     with pytest.raises(EventError) as caught:
         decode_event(raw, SEED_SCALE)  # type: ignore[arg-type]  # a Kafka tombstone's value is None
     assert caught.value.code == "invalid_json" and "Kafka tombstone" in caught.value.reason
+
+
+QUOTING = [  # a reason that quotes the event's value, which names another code's words
+    ('{"type": "out of range", "ts": 1}', "unknown_type", "type: unknown event type 'out of range'"),
+    ('{"type": "deploy", "kind": "invalid JSON", "ranker": "r", "ts": 1}', "invalid_value",
+     "kind: 'invalid JSON' is not one of"),
+    ('{"type": "impression", "session_id": "s", "query": "q", "query_bucket": "missing", "ts": 1, '
+     '"results": [{"doc_id": "d", "position": 1}]}', "invalid_value", "query_bucket: 'missing' is not one of"),
+    ('{"type": "annotation", "session_id": "s", "grades": [{"doc_id": "d", "grade": "not UTF-8"}]}',
+     "unknown_grade", "grades[0].grade: unknown grade 'not UTF-8'"),
+    ('{"type": "deploy", "kind": "deploy", "ranker": "r", "ts": "processing failed, position expected"}',
+     "invalid_value", "ts: not an ISO-8601 time: 'processing failed, position expected'"),
+]
+
+
+@pytest.mark.parametrize(("raw", "code", "message"), QUOTING)
+def test_a_value_quoted_in_the_reason_does_not_choose_the_code(raw: str, code: str, message: str) -> None:
+    """The code is given where the error is raised (a Prometheus label must not follow the event's text);
+    each of these once got the code of the words it quotes."""
+    with pytest.raises(EventError) as caught:
+        decode_event(raw.encode(), SEED_SCALE)
+    assert caught.value.code == code and message in str(caught.value)
+
+
+def test_an_unknown_reason_code_is_refused_where_the_error_is_made() -> None:
+    with pytest.raises(ValueError, match="unknown reason code 'typo'"):
+        EventError("ts", "out of range", "typo")

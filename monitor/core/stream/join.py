@@ -188,7 +188,7 @@ def future_error(event: Event, now: float | None, config: StreamConfig) -> Event
     if now is None or not isinstance(event, Impression | Deploy) or event.ts <= now + config.max_future:
         return None
     return EventError("ts", f"out of range: {event.ts - now:.0f} s ahead of the wall clock "
-                            f"(max_future is {config.max_future:g} s)")
+                            f"(max_future is {config.max_future:g} s)", "ts_out_of_range")
 
 
 @lru_cache(maxsize=16)
@@ -248,7 +248,7 @@ def past_error(event: Event, watermark: float, config: StreamConfig) -> EventErr
     if event.ts >= watermark - config.state_ttl:
         return None
     return EventError("ts", f"out of range: {watermark - event.ts:.0f} s behind its partition's event time "
-                            f"(state_ttl is {config.state_ttl:g} s)")
+                            f"(state_ttl is {config.state_ttl:g} s)", "ts_out_of_range")
 
 
 def max_level(scale: Scale) -> float:
