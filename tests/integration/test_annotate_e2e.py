@@ -37,6 +37,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from monitor.core.metrics.gain import dcg
+from monitor.core.stream.config import StreamConfig, stream_toml
 from monitor.services.ports import free_port
 from monitor.sim.records import SimEvent
 from tests.fixtures.label_studio import LabelStudioHandle, label_studio  # noqa: F401 (fixture)
@@ -53,13 +54,8 @@ pytestmark = pytest.mark.integration
 
 GAIN = {"高": 1.0, "中": 0.7, "低": 0.3, "无": 0.0}
 NAMES = list(GAIN)
-CONFIG_TOML = """
-[stream]
-join_window = 1800
-min_coverage = 0.8
-budget = { head = 1e9, torso = 1e9, tail = 1e9 }
-max_closes_per_step = 1000000
-"""
+CONFIG_TOML = stream_toml(StreamConfig(join_window=1800, min_coverage=0.8, max_closes_per_step=1_000_000,
+                                       budget={"head": 1e9, "torso": 1e9, "tail": 1e9}))
 SECRET = "s3cret-webhook-value-for-the-test"
 QUERIES = 8
 SESSIONS = 48

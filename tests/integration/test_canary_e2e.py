@@ -35,19 +35,15 @@ import pytest
 
 from monitor.core.canary import Comparison, Verdict
 from monitor.core.canary.alerts import ALERTNAMES, AlertConfig, annotations_of
+from monitor.core.stream.config import StreamConfig, stream_toml
 from monitor.sim import SimConfig, simulate
 from tests.integration.helpers import eventually, http_json
 from tests.integration.worker_harness import Group, Stream, Worker, flush_events, parse_metrics
 
 pytestmark = pytest.mark.integration
 
-CONFIG_TOML = """
-[stream]
-join_window = 1800
-min_coverage = 0.8
-budget = { head = 1e9, torso = 1e9, tail = 1e9 }
-max_closes_per_step = 1000000
-"""
+CONFIG_TOML = stream_toml(StreamConfig(join_window=1800, min_coverage=0.8, max_closes_per_step=1_000_000,
+                                       budget={"head": 1e9, "torso": 1e9, "tail": 1e9}))
 JOIN_WINDOW = 1800
 ALERT_INTERVAL = 1.0
 TRAFFIC = SimConfig(seed=4, n_sessions=5000, duration_s=2 * 3600, bucket_hint_share=1.0, head_share=0.2,

@@ -34,6 +34,7 @@ from typing import Any
 
 import pytest
 
+from monitor.core.stream.config import StreamConfig, stream_toml
 from monitor.sim import SimConfig, simulate
 from tests.integration.worker_harness import Group, Stream, parse_metrics
 from tests.unit.test_dashboards_static import (
@@ -51,11 +52,7 @@ JOB = "search-relevance-monitor"
 DURATION_S = 2 * 3600.0  # event times: the last two hours
 SESSIONS = 3000
 #: A short join window, so that unlabelled sessions expire within the stream; every session sampled.
-CONFIG_TOML = """
-[stream]
-join_window = 900
-budget = { head = 1e9, torso = 1e9, tail = 1e9 }
-"""
+CONFIG_TOML = stream_toml(StreamConfig(join_window=900, budget={"head": 1e9, "torso": 1e9, "tail": 1e9}))
 #: Successful scrapes of the drained worker before asking: rate() over ``$__rate_interval`` needs two.
 SCRAPES_AFTER_DRAIN = 3
 SCRAPE_WAIT_S = 60.0

@@ -40,7 +40,7 @@ from prometheus_client.registry import Collector
 from monitor.core.canary import CanaryConfig, comparisons, detect_deploys
 from monitor.core.events import Deploy
 from monitor.core.grades import SEED_SCALE
-from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.config import StreamConfig, stream_toml
 from monitor.export.canary import CanaryCollector
 from monitor.export.prometheus import RelevanceCollector
 from monitor.pipeline.memory import MemoryPipeline
@@ -66,13 +66,7 @@ GAINS = [0.0, 0.3, 0.7, 1.0]
 # the stream's size closes every due session at the flush, in process and in the worker alike.
 CONFIG = StreamConfig(join_window=1800, min_coverage=0.8, budget={"head": 1e9, "torso": 1e9, "tail": 1e9},
                       max_closes_per_step=1_000_000)
-CONFIG_TOML = """
-[stream]
-join_window = 1800
-min_coverage = 0.8
-budget = { head = 1e9, torso = 1e9, tail = 1e9 }
-max_closes_per_step = 1000000
-"""
+CONFIG_TOML = stream_toml(CONFIG)
 EXACT_COUNTERS = {"search_relevance_impressions_total", "search_relevance_sampled_total",
                   "search_relevance_dead_letters_total"}
 INTERLEAVING = {"search_relevance_join_lag_seconds"}
@@ -269,15 +263,7 @@ def test_sigkill_mid_stream_and_restart_gives_the_same_numbers(
 JUDGMENTS_CONFIG = StreamConfig(join_window=1800, min_coverage=0.8, max_closes_per_step=1_000_000,
                                 budget={"head": 1e9, "torso": 1e9, "tail": 240}, budget_unit="judgments",
                                 share_session_grades=False)
-JUDGMENTS_TOML = """
-[stream]
-join_window = 1800
-min_coverage = 0.8
-max_closes_per_step = 1000000
-budget = { head = 1e9, torso = 1e9, tail = 240 }
-budget_unit = "judgments"
-share_session_grades = false
-"""
+JUDGMENTS_TOML = stream_toml(JUDGMENTS_CONFIG)
 
 
 def judgments_phases(seed: int = 5, sessions: int = 600) -> tuple[list[list[SimEvent]], dict[str, set[str]]]:

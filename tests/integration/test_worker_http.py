@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from monitor.core.stream.config import StreamConfig, stream_toml
 from monitor.sim import SimConfig, SimEvent, SimResult, simulate
 from tests.integration.worker_harness import (
     Group,
@@ -33,13 +34,8 @@ from tests.integration.worker_harness import (
 
 pytestmark = pytest.mark.integration
 
-CONFIG_TOML = """
-[stream]
-join_window = 1800
-min_coverage = 0.8
-budget = { head = 1e9, torso = 1e9, tail = 1e9 }
-max_closes_per_step = 1000000
-"""
+CONFIG_TOML = stream_toml(StreamConfig(join_window=1800, min_coverage=0.8, max_closes_per_step=1_000_000,
+                                       budget={"head": 1e9, "torso": 1e9, "tail": 1e9}))
 JOIN_WINDOW = 1800
 
 

@@ -18,6 +18,7 @@ from mode.utils.logging import ExtensionFormatter
 
 from monitor.core.events import Annotation, Label, decode_event, encode_annotation
 from monitor.core.grades import SEED_SCALE
+from monitor.core.stream.config import StreamConfig, stream_toml
 from monitor.services.tls import TlsFiles, make_tls_files
 from monitor.worker.processor import Entry, decode_entry, encode_entry
 from monitor.worker.security import HideSaslPayloads, KafkaSecurity
@@ -266,3 +267,21 @@ def test_sasl_payloads_are_hidden_from_aiokafka_debug_logs() -> None:
         # the worker's log goes through mode's formatter, which formats the arguments again
         line = ExtensionFormatter(io.StringIO(), fmt="%(message)s").format(record)
         assert line == "Request 3: SaslAuthenticateRequest_v1(sasl_auth_bytes=<hidden>, x=1)"
+
+
+@pytest.mark.parametrize("config", [
+    StreamConfig(),
+    StreamConfig(join_window=1800, min_coverage=0.8, budget={"head": 1e9, "torso": 1e9, "tail": 1e9},
+                 max_closes_per_step=1_000_000),
+    StreamConfig(k={"head": 5, "torso": 4, "tail": 3}, windows={"5m": 300.0, "1d": 86400.0},
+                 budget={"head": 1e9, "torso": 1e9, "tail": 240}, budget_unit="judgments",
+                 share_session_grades=False, query_history=False, variants=("blue", "green-2"),
+                 ranker_pattern=r"ranker-[a-z]+ \"v2\"\\d*", undeclared="dead_letter", max_future=60.5),
+])
+def test_stream_toml_gives_the_same_stream_settings_back(config: StreamConfig, tmp_path: Path) -> None:
+    """The tests' settings files are written from the StreamConfig their in-process reference runs with,
+    so the two cannot drift apart: what the worker reads back from the file is that config."""
+    path = tmp_path / "settings.toml"
+    path.write_text(stream_toml(config))
+    assert load_settings({}, path).stream == config
+    assert (stream_toml(config) == "[stream]\n") == (config == StreamConfig())

@@ -152,3 +152,35 @@ class StreamConfig:
 
     def slice_width(self, window: str) -> float:
         return self.windows[window] / self.slices_per_window
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value) if math.isfinite(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{k if _BARE_KEY.fullmatch(k) else _toml_value(k)} = {_toml_value(v)}"
+                                for k, v in value.items()) + " }"
+    if isinstance(value, tuple | list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise ConfigError(f"no TOML for {value!r}")
+
+
+def stream_toml(config: StreamConfig) -> str:
+    """The ``[stream]`` table of a worker's settings file (docs/worker.md) that gives ``config``: the
+    settings that differ from the defaults, one per line (a setting left at ``None`` has no TOML)."""
+    default = StreamConfig()
+    lines = ["[stream]"]
+    for name in StreamConfig.__dataclass_fields__:
+        value = getattr(config, name)
+        if value != getattr(default, name):
+            if value is None:
+                raise ConfigError(f"{name} = None differs from its default and has no TOML")
+            lines.append(f"{name} = {_toml_value(value)}")
+    return "\n".join(lines) + "\n"
