@@ -31,6 +31,7 @@ from redis.asyncio import Redis
 
 from monitor.alerting.alertmanager import AlertmanagerClient
 from monitor.pipeline.redis_state import RedisState
+from monitor.worker.backoff import Backoff
 from monitor.worker.canary import alert_loop
 from monitor.worker.http import HttpServer
 from monitor.worker.processor import Consumed, Entry, Processor
@@ -80,7 +81,7 @@ def build(settings: WorkerSettings) -> Runtime:
     async def send(entries: Sequence[Entry]) -> None:
         """Produce outbox entries and wait for the broker's acks; a failure (Kafka down longer than the
         producer waits) sends them all again after a pause: at least once, never dropped."""
-        delay = 1.0
+        backoff = Backoff(1.0, 30.0)
         while True:
             try:
                 pending = [await sinks[e.topic].send(key=e.key, value=e.value, headers=list(e.headers))
@@ -89,9 +90,8 @@ def build(settings: WorkerSettings) -> Runtime:
                 return
             except Exception as error:
                 log.warning("cannot produce %d outbox entries (%s: %s); retrying in %.0f s", len(entries),
-                            type(error).__name__, error, delay)
-                await asyncio.sleep(delay)
-                delay = min(2 * delay, 30.0)
+                            type(error).__name__, error, backoff.delay)
+                await backoff.pause()
 
     @app.agent(source, concurrency=1)
     async def process(stream: faust.StreamT[bytes]) -> None:

@@ -35,6 +35,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from monitor.core.events import EventError, encode_annotation
 from monitor.core.stream.join import AnnotationRequest
 from monitor.pipeline.redis_state import Fenced, Message, Outbox, Outcome, RedisState, StateBehind
+from monitor.worker.backoff import Backoff
 from monitor.worker.settings import Topics
 
 log = logging.getLogger("monitor.worker")
@@ -228,7 +229,7 @@ class Processor:
 
     async def _one(self, consumed: Consumed) -> Outcome:
         message = self._message(consumed)
-        delay = self.retry_delay
+        backoff = Backoff(self.retry_delay, self.max_retry_delay)
         for attempt in range(1, self.attempts + 1):
             try:
                 return (await self._apply(consumed.partition, [consumed]))[0]
@@ -239,9 +240,8 @@ class Processor:
                     self.processing_retries += 1
                     log.warning("processing %s[%d]@%d failed (attempt %d of %d); trying it again in %.1f s",
                                 consumed.topic, consumed.partition, consumed.offset, attempt, self.attempts,
-                                delay, exc_info=True)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, self.max_retry_delay)
+                                backoff.delay, exc_info=True)
+                    await backoff.pause()
                     continue
                 log.exception("processing failed: %s[%d]@%d", consumed.topic, consumed.partition,
                               consumed.offset)
@@ -258,15 +258,14 @@ class Processor:
             return outcome
 
     async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
-        delay = self.retry_delay
+        backoff = Backoff(self.retry_delay, self.max_retry_delay)
         while True:
             try:
                 return await call()
             except (RedisConnectionError, RedisTimeoutError, OSError) as error:
                 self.retries += 1
-                log.warning("redis unavailable (%s); retrying in %.1fs", type(error).__name__, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, self.max_retry_delay)
+                log.warning("redis unavailable (%s); retrying in %.1fs", type(error).__name__, backoff.delay)
+                await backoff.pause()
 
     def forget(self, partitions: Iterable[tuple[str, int]]) -> None:
         """The consumer lost or got ``partitions`` ((topic, partition) pairs) in a rebalance: what this
@@ -329,7 +328,7 @@ class Processor:
         async def send_raw(raw: Sequence[bytes]) -> None:
             await send([decode_entry(r) for r in raw])
 
-        total, delay = 0, self.retry_delay
+        total, backoff = 0, Backoff(self.retry_delay, self.max_retry_delay)
         async with self._lock:
             for partition in sorted(set(partitions)):
                 while True:
@@ -338,9 +337,8 @@ class Processor:
                     except (RedisConnectionError, RedisTimeoutError, OSError) as error:
                         self.retries += 1
                         log.warning("redis unavailable while draining (%s); retrying in %.1fs",
-                                    type(error).__name__, delay)
-                        await asyncio.sleep(delay)
-                        delay = min(delay * 2, self.max_retry_delay)
+                                    type(error).__name__, backoff.delay)
+                        await backoff.pause()
                         continue
                     total += sent
                     if sent == 0:

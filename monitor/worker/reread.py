@@ -9,7 +9,6 @@ was applied in Redis once. Broker outages are waited out (retried with backoff),
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -18,6 +17,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-unt
 from aiokafka.admin import AIOKafkaAdminClient  # type: ignore[import-untyped]
 from aiokafka.errors import KafkaError  # type: ignore[import-untyped]
 
+from monitor.worker.backoff import Backoff
 from monitor.worker.processor import Consumed
 
 log = logging.getLogger("monitor.worker")
@@ -29,7 +29,7 @@ async def fetch_range(bootstrap: str, options: Mapping[str, Any], topic: str, pa
     """Up to ``limit`` messages of ``topic[partition]`` with ``start <= offset < end``, in offset order
     (fewer only when the partition has no more below ``end``; messages removed by retention are gone)."""
     tp = TopicPartition(topic, partition)
-    delay = retry_delay
+    backoff = Backoff(retry_delay, max_retry_delay)
     while True:
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
                                     auto_offset_reset="earliest", **options)
@@ -50,11 +50,10 @@ async def fetch_range(bootstrap: str, options: Mapping[str, Any], topic: str, pa
             return out
         except KafkaError as error:
             log.warning("cannot read %s[%d] from Kafka again (%s); retrying in %.0f s", topic, partition,
-                        type(error).__name__, delay)
+                        type(error).__name__, backoff.delay)
         finally:
             await consumer.stop()
-        await asyncio.sleep(delay)
-        delay = min(2 * delay, max_retry_delay)
+        await backoff.pause()
 
 
 async def committed_offsets(bootstrap: str, options: Mapping[str, Any], group: str,
