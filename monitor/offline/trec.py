@@ -5,10 +5,12 @@ accepts). When the fast reader rejects a file, a line-by-line validator finds th
 raises :class:`InputError` with file, line and reason. Rules (as trec_eval, unless noted):
 
 * run: 6 fields; the score must be a finite number (trec_eval would take ``nan``: we refuse it); the rank
-  field is ignored; a document twice for one query is an error (trec_eval refuses it too), found by
-  :func:`monitor.offline.trec_batch.batch_from_trec`, which sorts the run and the qrels together once;
+  field is ignored; a document twice for one query is an error (trec_eval refuses it too);
 * qrels: 4 fields; the grade must be on the scale; a document judged twice for one query is an error
   (trec_eval keeps one silently: we make you choose).
+
+Repeated documents are found by :func:`monitor.offline.trec_batch.batch_from_trec`, which sorts the qrels
+and the run together once (qrels repeats are reported first), and named by file and line here.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from monitor.core.errors import GradeError
@@ -49,6 +50,7 @@ class Qrels:
     levels: FloatArray
     relevant: FloatArray
     max_level: float
+    path: Path | None = None  # named in errors found later (a document judged twice for one query)
 
 
 @dataclass(frozen=True)
@@ -156,19 +158,6 @@ def first_line_where(path: Path, predicate: Callable[[list[str]], bool], reason:
     return InputError(str(path), None, reason.format(*([""] * 6)))
 
 
-def _check_duplicates(path: Path, query_index: npt.NDArray[np.int64], docno: pa.Array, what: str) -> None:
-    """A document twice for one query: sort by (query, document) and compare neighbours."""
-    if len(docno) < 2:
-        return
-    order = pc.sort_indices(pa.table({"q": query_index, "d": docno}),
-                            sort_keys=[("q", "ascending"), ("d", "ascending")])
-    ordered = docno.take(order)
-    queries = query_index[np.asarray(order)]
-    same = np.asarray(pc.equal(ordered[1:], ordered[:-1])) & (queries[1:] == queries[:-1])
-    if same.any():
-        raise repeated_document(path, what)
-
-
 def repeated_document(path: Path, what: str) -> InputError:
     """The error for the first line that repeats an earlier line's (query, document)."""
     seen: set[tuple[str, str]] = set()
@@ -227,7 +216,6 @@ def read_qrels(path: str | Path, scale: Scale) -> Qrels:
         relevant.append(1.0 if grade.relevant else 0.0)
     queries, query_index = _indexed(table["qid"])
     docno = table["docno"].combine_chunks()
-    _check_duplicates(path, query_index, docno, "judged")
     level_array = np.asarray(levels, dtype=np.float64)[index]
     if isinstance(scale, TrecScale):
         max_level = float(scale.max_level if scale.max_level is not None
@@ -235,7 +223,7 @@ def read_qrels(path: str | Path, scale: Scale) -> Qrels:
     else:
         max_level = float(scale.max_level)
     return Qrels(queries, query_index, docno, np.asarray(gains, dtype=np.float64)[index], level_array,
-                 np.asarray(relevant, dtype=np.float64)[index], max_level)
+                 np.asarray(relevant, dtype=np.float64)[index], max_level, path)
 
 
 def _grade_is(name: str) -> Callable[[list[str]], bool]:

@@ -41,8 +41,8 @@ def _match_rows(run: Run, qrels: Qrels, qrels_query: IntArray,
     """(qrels row of each run row or -1, run rows ordered by query then document id descending).
 
     One stable sort of the qrels rows followed by the run rows on (query, document id): a run row right
-    after a qrels row with the same key is judged by it; two run rows in a row with the same key are the
-    same document retrieved twice for one query (qrels have no repeats: :func:`read_qrels` refused them).
+    after a qrels row with the same key is judged by it; two qrels rows or two run rows in a row with the
+    same key are a document judged or retrieved twice for one query, an error.
     """
     n_qrels, n_run = len(qrels.docno), len(run.docno)
     query = np.concatenate([qrels_query, run_query])
@@ -56,6 +56,8 @@ def _match_rows(run: Run, qrels: Qrels, qrels_query: IntArray,
     first, second = order[same], order[same + 1]
     keep = query[first] == query[second]
     first, second = first[keep], second[keep]
+    if (second < n_qrels).any():
+        raise repeated_document(qrels.path or Path("qrels"), "judged")
     if (first >= n_qrels).any():
         raise repeated_document(run.path or Path("run"), "retrieved")
     match[second - n_qrels] = first

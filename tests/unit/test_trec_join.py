@@ -118,3 +118,19 @@ def test_a_document_twice_for_one_query_names_the_second_line(tmp_path: Path, ru
     with pytest.raises(InputError) as caught:
         batch_from_trec(read_run(run), read_qrels(qrels, TrecScale()))
     assert str(caught.value) == f"{run}:{line}: document {doc} retrieved twice for query {query}"
+
+
+@pytest.mark.parametrize(("qrels_text", "line"), [
+    ("q1 0 a 1\nq7 0 c 0\nq1 0 b 0\nq7 0 c 2\n", 4),  # q7 is not in the run
+    ("q1 0 a 1\nq1 0 a 0\n", 2),
+])
+def test_a_document_judged_twice_is_reported_before_a_run_repeat(tmp_path: Path, qrels_text: str,
+                                                                 line: int) -> None:
+    qrels = tmp_path / "qrels"
+    run = tmp_path / "run"
+    qrels.write_text(qrels_text)
+    run.write_text("q1 Q0 a 1 1 t\nq1 Q0 a 2 1 t\n")
+    with pytest.raises(InputError) as caught:
+        batch_from_trec(read_run(run), read_qrels(qrels, TrecScale()))
+    doc, query = qrels_text.split("\n")[line - 1].split()[2::-2]
+    assert str(caught.value) == f"{qrels}:{line}: document {doc} judged twice for query {query}"
