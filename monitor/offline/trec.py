@@ -45,7 +45,7 @@ class Qrels:
 
     queries: pa.Array
     query_index: npt.NDArray[np.int64]
-    docno: pa.Array
+    docno: pa.ChunkedArray
     gains: FloatArray
     levels: FloatArray
     relevant: FloatArray
@@ -59,7 +59,7 @@ class Run:
 
     queries: pa.Array
     query_index: npt.NDArray[np.int64]
-    docno: pa.Array
+    docno: pa.ChunkedArray
     scores: FloatArray
     path: Path | None = None  # named in errors found later (a document twice for one query)
 
@@ -184,7 +184,7 @@ def read_run(path: str | Path) -> Run:
         raise first_line_where(path, lambda p: not math.isfinite(float(p[4])),
                                 "score {4!r} of document {2} is not a finite number")
     queries, query_index = _indexed(table["qid"])
-    return Run(queries, query_index, table["docno"].combine_chunks(), scores, path)
+    return Run(queries, query_index, table["docno"], scores, path)  # chunks: the join copies them once
 
 
 def _check_run_fields(parts: list[str]) -> str | None:
@@ -215,7 +215,7 @@ def read_qrels(path: str | Path, scale: Scale) -> Qrels:
         levels.append(float(grade.level))
         relevant.append(1.0 if grade.relevant else 0.0)
     queries, query_index = _indexed(table["qid"])
-    docno = table["docno"].combine_chunks()
+    docno = table["docno"]
     level_array = np.asarray(levels, dtype=np.float64)[index]
     if isinstance(scale, TrecScale):
         max_level = float(scale.max_level if scale.max_level is not None

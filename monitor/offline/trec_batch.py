@@ -46,7 +46,7 @@ def _match_rows(run: Run, qrels: Qrels, qrels_query: IntArray,
     """
     n_qrels, n_run = len(qrels.docno), len(run.docno)
     query = np.concatenate([qrels_query, run_query])
-    docno = pa.chunked_array([qrels.docno, run.docno], type=pa.string()).combine_chunks()
+    docno = pa.chunked_array(qrels.docno.chunks + run.docno.chunks, type=pa.string()).combine_chunks()
     sorted_rows = pc.sort_indices(pa.table({"q": query, "d": docno}),
                                   sort_keys=[("q", "ascending"), ("d", "ascending")])
     order = np.asarray(sorted_rows).view(np.int64)

@@ -134,3 +134,22 @@ def test_a_document_judged_twice_is_reported_before_a_run_repeat(tmp_path: Path,
         batch_from_trec(read_run(run), read_qrels(qrels, TrecScale()))
     doc, query = qrels_text.split("\n")[line - 1].split()[2::-2]
     assert str(caught.value) == f"{qrels}:{line}: document {doc} judged twice for query {query}"
+
+
+def test_files_parsed_in_several_blocks_join_like_the_reference(tmp_path: Path) -> None:
+    """Over 1 MiB, so the reader returns several chunks per column (the benchmark's case)."""
+    rng = random.Random(5)
+    qrels, run = tmp_path / "qrels", tmp_path / "run"
+    with qrels.open("w") as q_out, run.open("w") as r_out:
+        for q in range(1500):
+            docs = list(dict.fromkeys(f"doc{rng.randrange(3000)}" for _ in range(40)))
+            q_out.writelines(f"q{q} 0 {d} {rng.choice((0, 1, 2))}\n" for d in rng.sample(docs, 15))
+            r_out.writelines(f"q{q} Q0 {d} {r} {rng.choice((0.25, 0.5, 1.0))} t\n" for r, d in enumerate(docs))
+    assert run.stat().st_size > 1 << 20
+    run_data = read_run(run)
+    assert run_data.docno.num_chunks > 1
+    batch = batch_from_trec(run_data, read_qrels(qrels, TrecScale()))
+    expected = reference_lists(qrels, run)
+    assert list(batch.keys) == list(expected)
+    assert batch.gains.tolist() == [grade for qid in expected for _, _, grade in expected[qid]]
+    assert batch.scores.tolist() == [score for qid in expected for score, _, _ in expected[qid]]
