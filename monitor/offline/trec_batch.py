@@ -36,8 +36,8 @@ def _equal_neighbours(strings: pa.Array, order: pa.Array, chunk: int = 1 << 18) 
     return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
-def _match_rows(run: Run, qrels: Qrels, qrels_query: IntArray,
-                run_query: IntArray) -> tuple[IntArray, IntArray]:
+def _match_rows(run: Run, qrels: Qrels, qrels_query: npt.NDArray[np.int32],
+                run_query: npt.NDArray[np.int32]) -> tuple[IntArray, IntArray]:
     """(qrels row of each run row or -1, run rows ordered by query then document id descending).
 
     One stable sort of the qrels rows followed by the run rows on (query, document id): a run row right
@@ -67,7 +67,7 @@ def _match_rows(run: Run, qrels: Qrels, qrels_query: IntArray,
     return match, rows_by_doc[::-1]
 
 
-def _by_list_then_score(lists: IntArray, scores: npt.NDArray[np.float64]) -> IntArray:
+def _by_list_then_score(lists: npt.NDArray[np.int32], scores: npt.NDArray[np.float64]) -> IntArray:
     """Stable order by list ascending, then score descending."""
     order = pc.sort_indices(pa.table({"q": lists, "s": scores}),
                             sort_keys=[("q", "ascending"), ("s", "descending")])
@@ -89,16 +89,17 @@ def batch_from_trec(run: Run, qrels: Qrels, complete: bool = False) -> RankedBat
     slot[kept] = np.arange(kept.size, dtype=np.int64)
     n = int(kept.size)
 
-    # Every row's query as one integer: judged queries by their index in `judged`, run-only queries after.
-    qrels_query = _indices(pc.index_in(qrels.queries, value_set=judged))[qrels.query_index]
-    run_judged = run_to_judged[run.query_index]
-    match, rows = _match_rows(run, qrels, qrels_query,
-                              np.where(run_judged >= 0, run_judged, len(judged) + run.query_index))
+    # Every row's query as one integer: judged queries by their index in `judged`, run-only queries after
+    # (lookups per distinct query, then one gather per row; int32 halves what the sorts move).
+    qrels_query = _indices(pc.index_in(qrels.queries, value_set=judged)).astype(np.int32)[qrels.query_index]
+    run_only = len(judged) + np.arange(len(run.queries), dtype=np.int64)
+    run_query = np.where(run_to_judged >= 0, run_to_judged, run_only).astype(np.int32)[run.query_index]
+    match, rows = _match_rows(run, qrels, qrels_query, run_query)
+    del run_query
 
     # Run rows of evaluated queries, ordered (list, score desc, docno desc): a stable sort on
     # (list, score desc) of rows already in document id descending order.
-    row_list = slot[run_judged]
-    del run_judged
+    row_list = slot.astype(np.int32)[run_to_judged][run.query_index]
     rows = rows[row_list[rows] >= 0]
     rows = rows[_by_list_then_score(row_list[rows], run.scores[rows])]
     sizes = np.bincount(row_list[rows], minlength=n)
