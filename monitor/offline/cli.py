@@ -52,14 +52,18 @@ def _fail(message: str) -> int:
 
 
 def _trec_batch(args: argparse.Namespace, progress: Progress) -> RankedBatch:
-    from monitor.offline.trec import read_qrels, read_run
+    from monitor.offline.trec import check_judged_once, read_qrels, read_run
     from monitor.offline.trec_batch import batch_from_trec
 
     scale = parse_scale(args.scale or "trec")
     progress.step(f"reading {args.qrels.name}")
     qrels = read_qrels(args.qrels, scale)
     progress.step(f"reading {args.run.name}")
-    run = read_run(args.run)
+    try:
+        run = read_run(args.run)
+    except InputError:
+        check_judged_once(qrels)  # a qrels repeat is reported before any run error, as ever
+        raise
     progress.step("joining run and qrels")
     return batch_from_trec(run, qrels, complete=args.complete)
 

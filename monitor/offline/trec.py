@@ -10,13 +10,16 @@ raises :class:`InputError` with file, line and reason. Rules (as trec_eval, unle
   (trec_eval keeps one silently: we make you choose).
 
 Repeated documents are found by :func:`monitor.offline.trec_batch.batch_from_trec`, which sorts the qrels
-and the run together once (qrels repeats are reported first), and named by file and line here.
+and the run together once (qrels repeats are reported first), and named by file and line here; when the
+run is malformed, :func:`check_judged_once` keeps a qrels repeat the first error reported.
 """
 
 from __future__ import annotations
 
 import io
 import math
+import mmap
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from monitor.core.errors import GradeError
@@ -86,11 +90,12 @@ def _parse(source: pa.NativeFile | io.BytesIO, fields: tuple[str, ...],
 
 
 def _has_tab(path: Path) -> bool:
+    """Whether the file has a tab anywhere (a memchr over a read-only mapping: no copy of the text)."""
     with path.open("rb") as handle:
-        while chunk := handle.read(1 << 24):
-            if b"\t" in chunk:
-                return True
-    return False
+        if os.fstat(handle.fileno()).st_size == 0:
+            return False
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            return view.find(b"\t") >= 0
 
 
 def _read_table(path: Path, fields: tuple[str, ...], types: dict[str, pa.DataType]) -> pa.Table:
@@ -156,6 +161,24 @@ def first_line_where(path: Path, predicate: Callable[[list[str]], bool], reason:
             if parts and predicate(parts):
                 return InputError(str(path), number, reason.format(*parts))
     return InputError(str(path), None, reason.format(*([""] * 6)))
+
+
+def check_judged_once(qrels: Qrels) -> None:
+    """Raise the error for a document judged twice for one query, if any (sorts the qrels on their own).
+
+    The join finds such repeats in its sort; this is for when the join never runs because the run is
+    malformed, so that the qrels error is still the one reported first, as the qrels are read first.
+    """
+    if len(qrels.docno) < 2:
+        return
+    docno = qrels.docno.combine_chunks()
+    order = pc.sort_indices(pa.table({"q": qrels.query_index, "d": docno}),
+                            sort_keys=[("q", "ascending"), ("d", "ascending")])
+    ordered = docno.take(order)
+    queries = qrels.query_index[np.asarray(order)]
+    same = np.asarray(pc.equal(ordered[1:], ordered[:-1])) & (queries[1:] == queries[:-1])
+    if same.any():
+        raise repeated_document(qrels.path or Path("qrels"), "judged")
 
 
 def repeated_document(path: Path, what: str) -> InputError:
