@@ -14,6 +14,7 @@ from monitor.core.measures import Measure, accepted_measures, parse_measure
 from monitor.extras import missing_extra
 from monitor.offline.errors import InputError
 from monitor.offline.output import render
+from monitor.offline.pages import normal_pages
 from monitor.offline.progress import Progress
 
 DEFAULT_TREC_MEASURES = ("nDCG@10", "P@10", "AP", "RR")
@@ -57,14 +58,18 @@ def _fail(message: str) -> int:
 
 def _trec_batch(args: argparse.Namespace, progress: Progress) -> RankedBatch:
     # pyarrow (the [offline] extra) is imported here, once main has checked it is installed.
-    from monitor.offline.trec import read_qrels, read_run
+    from monitor.offline.trec import check_judged_once, read_qrels, read_run
     from monitor.offline.trec_batch import batch_from_trec
 
     scale = parse_scale(args.scale or "trec")
     progress.step(f"reading {args.qrels.name}")
     qrels = read_qrels(args.qrels, scale)
     progress.step(f"reading {args.run.name}")
-    run = read_run(args.run)
+    try:
+        run = read_run(args.run)
+    except InputError:
+        check_judged_once(qrels)  # a qrels repeat is reported before any run error, as ever
+        raise
     progress.step("joining run and qrels")
     return batch_from_trec(run, qrels, complete=args.complete)
 
@@ -100,10 +105,11 @@ def main(argv: Sequence[str]) -> int:
         defaults = DEFAULT_SESSION_MEASURES if sessions_mode else DEFAULT_TREC_MEASURES
         measures: list[Measure] = list(dict.fromkeys(parse_measure(m) for m in (args.measures or defaults)))
         progress = Progress(total=3 + len(measures))
-        batch = _session_batch(args, progress) if sessions_mode else _trec_batch(args, progress)
-        for measure in measures:
-            progress.step(f"computing {measure}")
-        aggregate, per_list = evaluate_batch(measures, batch)
+        with normal_pages():  # see monitor/offline/pages.py: huge-page faults cost more than they save
+            batch = _session_batch(args, progress) if sessions_mode else _trec_batch(args, progress)
+            for measure in measures:
+                progress.step(f"computing {measure}")
+            aggregate, per_list = evaluate_batch(measures, batch)
         progress.done()
     except InputError as error:
         return _fail(str(error))

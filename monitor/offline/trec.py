@@ -8,12 +8,18 @@ raises :class:`InputError` with file, line and reason. Rules (as trec_eval, unle
   field is ignored; a document twice for one query is an error (trec_eval refuses it too);
 * qrels: 4 fields; the grade must be on the scale; a document judged twice for one query is an error
   (trec_eval keeps one silently: we make you choose).
+
+Repeated documents are found by :func:`monitor.offline.trec_batch.batch_from_trec`, which sorts the qrels
+and the run together once (qrels repeats are reported first), and named by file and line here; when the
+run is malformed, :func:`check_judged_once` keeps a qrels repeat the first error reported.
 """
 
 from __future__ import annotations
 
 import io
 import math
+import mmap
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,11 +49,12 @@ class Qrels:
 
     queries: pa.Array
     query_index: npt.NDArray[np.int64]
-    docno: pa.Array
+    docno: pa.ChunkedArray
     gains: FloatArray
     levels: FloatArray
     relevant: FloatArray
     max_level: float
+    path: Path | None = None  # named in errors found later (a document judged twice for one query)
 
 
 @dataclass(frozen=True)
@@ -56,8 +63,9 @@ class Run:
 
     queries: pa.Array
     query_index: npt.NDArray[np.int64]
-    docno: pa.Array
+    docno: pa.ChunkedArray
     scores: FloatArray
+    path: Path | None = None  # named in errors found later (a document twice for one query)
 
     @property
     def qid(self) -> pa.Array:
@@ -69,10 +77,11 @@ def _normalise(data: bytes) -> bytes:
     return _EDGES.sub(b"", _BLANKS.sub(b" ", data))
 
 
-def _parse(data: bytes, fields: tuple[str, ...], types: dict[str, pa.DataType]) -> pa.Table:
+def _parse(source: pa.NativeFile | io.BytesIO, fields: tuple[str, ...],
+           types: dict[str, pa.DataType]) -> pa.Table:
     return pacsv.read_csv(
-        io.BytesIO(data),
-        read_options=pacsv.ReadOptions(column_names=list(fields), use_threads=True, block_size=1 << 22),
+        source,
+        read_options=pacsv.ReadOptions(column_names=list(fields), use_threads=True, block_size=1 << 20),
         parse_options=pacsv.ParseOptions(delimiter=" ", quote_char=False, escape_char=False,
                                          double_quote=False, newlines_in_values=False),
         convert_options=pacsv.ConvertOptions(column_types=types, include_columns=list(types),
@@ -80,15 +89,35 @@ def _parse(data: bytes, fields: tuple[str, ...], types: dict[str, pa.DataType]) 
     )
 
 
+def _has_tab(path: Path) -> bool:
+    """Whether the file has a tab anywhere (a memchr over a read-only mapping: no copy of the text)."""
+    with path.open("rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            return False
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            return view.find(b"\t") >= 0
+
+
 def _read_table(path: Path, fields: tuple[str, ...], types: dict[str, pa.DataType]) -> pa.Table:
-    """Parse with single-space separators; if that fails, or the file has tabs, normalise blanks first."""
-    data = path.read_bytes()
-    if b"\t" not in data:
+    """Parse with single-space separators; if that fails, or the file has tabs, normalise blanks first.
+
+    The fast path streams the file into the parser, so the text is never held whole next to the table;
+    the parser's block buffers go back to the system once the table is built.
+    """
+    try:
+        return _parse_file(path, fields, types)
+    finally:
+        pa.default_memory_pool().release_unused()
+
+
+def _parse_file(path: Path, fields: tuple[str, ...], types: dict[str, pa.DataType]) -> pa.Table:
+    if not _has_tab(path):
         try:
-            return _parse(data, fields, types)
+            with pa.OSFile(str(path)) as source:
+                return _parse(source, fields, types)
         except pa.ArrowInvalid:
             pass
-    return _parse(_normalise(data), fields, types)
+    return _parse(io.BytesIO(_normalise(path.read_bytes())), fields, types)
 
 
 def _indexed(column: pa.ChunkedArray) -> tuple[pa.Array, npt.NDArray[np.int64]]:
@@ -125,7 +154,7 @@ def _scan(path: Path, fields: tuple[str, ...], check: Callable[[list[str]], str 
     raise InputError(str(path), None, "unreadable (no single bad line found)")
 
 
-def _first_line_where(path: Path, predicate: Callable[[list[str]], bool], reason: str) -> InputError:
+def first_line_where(path: Path, predicate: Callable[[list[str]], bool], reason: str) -> InputError:
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             parts = raw.decode("utf-8", "replace").split()
@@ -134,17 +163,26 @@ def _first_line_where(path: Path, predicate: Callable[[list[str]], bool], reason
     return InputError(str(path), None, reason.format(*([""] * 6)))
 
 
-def _check_duplicates(path: Path, query_index: npt.NDArray[np.int64], docno: pa.Array, what: str) -> None:
-    """A document twice for one query: sort by (query, document) and compare neighbours."""
-    if len(docno) < 2:
+def check_judged_once(qrels: Qrels) -> None:
+    """Raise the error for a document judged twice for one query, if any (sorts the qrels on their own).
+
+    The join finds such repeats in its sort; this is for when the join never runs because the run is
+    malformed, so that the qrels error is still the one reported first, as the qrels are read first.
+    """
+    if len(qrels.docno) < 2:
         return
-    order = pc.sort_indices(pa.table({"q": query_index, "d": docno}),
+    docno = qrels.docno.combine_chunks()
+    order = pc.sort_indices(pa.table({"q": qrels.query_index, "d": docno}),
                             sort_keys=[("q", "ascending"), ("d", "ascending")])
     ordered = docno.take(order)
-    queries = query_index[np.asarray(order)]
+    queries = qrels.query_index[np.asarray(order)]
     same = np.asarray(pc.equal(ordered[1:], ordered[:-1])) & (queries[1:] == queries[:-1])
-    if not same.any():
-        return
+    if same.any():
+        raise repeated_document(qrels.path or Path("qrels"), "judged")
+
+
+def repeated_document(path: Path, what: str) -> InputError:
+    """The error for the first line that repeats an earlier line's (query, document)."""
     seen: set[tuple[str, str]] = set()
 
     def repeated(parts: list[str]) -> bool:
@@ -154,7 +192,7 @@ def _check_duplicates(path: Path, query_index: npt.NDArray[np.int64], docno: pa.
         seen.add(key)
         return False
 
-    raise _first_line_where(path, repeated, f"document {{2}} {what} twice for query {{0}}")
+    return first_line_where(path, repeated, f"document {{2}} {what} twice for query {{0}}")
 
 
 def read_run(path: str | Path) -> Run:
@@ -166,12 +204,10 @@ def read_run(path: str | Path) -> Run:
         raise  # pragma: no cover - _scan always raises
     scores = np.asarray(table["score"].to_numpy(), dtype=np.float64)
     if not np.isfinite(scores).all():
-        raise _first_line_where(path, lambda p: not math.isfinite(float(p[4])),
+        raise first_line_where(path, lambda p: not math.isfinite(float(p[4])),
                                 "score {4!r} of document {2} is not a finite number")
     queries, query_index = _indexed(table["qid"])
-    docno = table["docno"].combine_chunks()
-    _check_duplicates(path, query_index, docno, "retrieved")
-    return Run(queries, query_index, docno, scores)
+    return Run(queries, query_index, table["docno"], scores, path)  # chunks: the join copies them once
 
 
 def _check_run_fields(parts: list[str]) -> str | None:
@@ -197,13 +233,12 @@ def read_qrels(path: str | Path, scale: Scale) -> Qrels:
         try:
             grade = scale.parse(name)
         except GradeError as error:
-            raise _first_line_where(path, _grade_is(name), str(error)) from None
+            raise first_line_where(path, _grade_is(name), str(error)) from None
         gains.append(grade.gain)
         levels.append(float(grade.level))
         relevant.append(1.0 if grade.relevant else 0.0)
     queries, query_index = _indexed(table["qid"])
-    docno = table["docno"].combine_chunks()
-    _check_duplicates(path, query_index, docno, "judged")
+    docno = table["docno"]
     level_array = np.asarray(levels, dtype=np.float64)[index]
     if isinstance(scale, TrecScale):
         max_level = float(scale.max_level if scale.max_level is not None
@@ -211,7 +246,7 @@ def read_qrels(path: str | Path, scale: Scale) -> Qrels:
     else:
         max_level = float(scale.max_level)
     return Qrels(queries, query_index, docno, np.asarray(gains, dtype=np.float64)[index], level_array,
-                 np.asarray(relevant, dtype=np.float64)[index], max_level)
+                 np.asarray(relevant, dtype=np.float64)[index], max_level, path)
 
 
 def _grade_is(name: str) -> Callable[[list[str]], bool]:

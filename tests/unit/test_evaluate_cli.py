@@ -165,3 +165,13 @@ def test_progress_draws_only_when_enabled() -> None:
     quiet = io.StringIO()
     Progress(total=1, stream=quiet).step("x")  # a StringIO is not a terminal
     assert quiet.getvalue() == ""
+
+
+def test_a_qrels_repeat_is_reported_before_a_malformed_run(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    qrels, run = tmp_path / "qrels", tmp_path / "run"
+    qrels.write_text("q1 0 a 1\nq1 0 b 0\nq1 0 a 0\n")
+    run.write_text("q1 Q0 a 1 0.5 t\nq1 Q0 b 2 x t\n")
+    code, out, err = run_cli(capsys, str(qrels), str(run))
+    assert code == 2 and out == ""
+    assert err == f"monitor evaluate: error: {qrels}:3: document a judged twice for query q1\n"
