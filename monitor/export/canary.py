@@ -63,20 +63,7 @@ class CanaryCollector(Collector):
         shown: dict[tuple[str, ...], Comparison] = {}
         for c in sorted(found, key=lambda c: (VERDICT_CODES[c.verdict.verdict], -c.verdict.n_candidate)):
             shown.setdefault((c.bucket, c.metric, c.kind, names[c.baseline], names[c.candidate]), c)
-        families = {name: GaugeMetricFamily(f"{self.prefix}_canary_{name}", doc, labels=COMPARISON_LABELS)
-                    for name, doc in GAUGES.items()}
-        sessions = GaugeMetricFamily(f"{self.prefix}_canary_sessions", "Sessions compared, per arm",
-                                     labels=[*COMPARISON_LABELS, "arm"])
-        changes = GaugeMetricFamily(f"{self.prefix}_canary_verdict_changes",
-                                    "How often the verdict changed (a look per epoch)",
-                                    labels=COMPARISON_LABELS)
-        changed = GaugeMetricFamily(f"{self.prefix}_canary_verdict_changed_timestamp_seconds",
-                                    "Event time of the verdict's last change (Unix seconds)",
-                                    labels=COMPARISON_LABELS)
-        adjusted = GaugeMetricFamily(f"{self.prefix}_canary_adjusted_share",
-                                     "Share of the compared sessions adjusted for query difficulty (their "
-                                     "query had scored sessions before the comparison); absent: unadjusted",
-                                     labels=COMPARISON_LABELS)
+        families = self._families()
         for labels, c in sorted(shown.items()):
             v = c.verdict
             values = {"estimate": v.estimate, "lower": v.lower, "upper": v.upper, "evidence": v.evidence,
@@ -84,26 +71,45 @@ class CanaryCollector(Collector):
             for name, value in values.items():
                 if value is not None:
                     families[name].add_metric(list(labels), value)
-            sessions.add_metric([*labels, "baseline"], v.n_baseline)
-            sessions.add_metric([*labels, "candidate"], v.n_candidate)
-            changes.add_metric(list(labels), v.changes)
+            families["sessions"].add_metric([*labels, "baseline"], v.n_baseline)
+            families["sessions"].add_metric([*labels, "candidate"], v.n_candidate)
+            families["verdict_changes"].add_metric(list(labels), v.changes)
             if v.changed_at is not None:
-                changed.add_metric(list(labels), v.changed_at)
+                families["verdict_changed_timestamp_seconds"].add_metric(list(labels), v.changed_at)
             if v.adjusted is not None:
-                adjusted.add_metric(list(labels), v.adjusted)
-        yield from families.values()
-        yield sessions
-        yield changes
-        yield changed
-        yield adjusted
+                families["adjusted_share"].add_metric(list(labels), v.adjusted)
 
         latest: dict[tuple[str, str], float] = {}
         for d in deploys:
             key = (names[d.ranker], d.kind)
             latest[key] = max(latest.get(key, d.ts), d.ts)
-        times = GaugeMetricFamily(f"{self.prefix}_deploy_timestamp_seconds",
-                                  "Time of the latest deploy event per ranker and kind (Unix seconds)",
-                                  labels=["ranker", "kind"])
         for (ranker, kind), ts in sorted(latest.items()):
-            times.add_metric([ranker, kind], ts)
-        yield times
+            families["deploy_timestamp_seconds"].add_metric([ranker, kind], ts)
+        yield from families.values()
+
+    def describe(self) -> Iterator[Metric]:
+        """Every family :meth:`collect` yields (names, types, labels, in its order) without samples and
+        without reading the source: what a registry checks for name clashes when this is registered."""
+        yield from self._families().values()
+
+    def _families(self) -> dict[str, GaugeMetricFamily]:
+        """The empty families, keyed by name without the prefix (and ``canary_``), in the order they are
+        exported."""
+        out = {name: GaugeMetricFamily(f"{self.prefix}_canary_{name}", doc, labels=COMPARISON_LABELS)
+               for name, doc in GAUGES.items()}
+        out["sessions"] = GaugeMetricFamily(f"{self.prefix}_canary_sessions", "Sessions compared, per arm",
+                                            labels=[*COMPARISON_LABELS, "arm"])
+        out["verdict_changes"] = GaugeMetricFamily(f"{self.prefix}_canary_verdict_changes",
+                                                   "How often the verdict changed (a look per epoch)",
+                                                   labels=COMPARISON_LABELS)
+        out["verdict_changed_timestamp_seconds"] = GaugeMetricFamily(
+            f"{self.prefix}_canary_verdict_changed_timestamp_seconds",
+            "Event time of the verdict's last change (Unix seconds)", labels=COMPARISON_LABELS)
+        out["adjusted_share"] = GaugeMetricFamily(
+            f"{self.prefix}_canary_adjusted_share",
+            "Share of the compared sessions adjusted for query difficulty (their query had scored sessions "
+            "before the comparison); absent: unadjusted", labels=COMPARISON_LABELS)
+        out["deploy_timestamp_seconds"] = GaugeMetricFamily(
+            f"{self.prefix}_deploy_timestamp_seconds",
+            "Time of the latest deploy event per ranker and kind (Unix seconds)", labels=["ranker", "kind"])
+        return out

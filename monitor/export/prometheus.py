@@ -49,14 +49,52 @@ COUNTERS = {
 }
 
 
+Family = GaugeMetricFamily | CounterMetricFamily
+
+
 class RelevanceCollector(Collector):
     def __init__(self, source: Callable[[], Snapshot], max_rankers: int = 10, max_variants: int = 5,
                  prefix: str = "search_relevance") -> None:
         self.source, self.prefix = source, prefix
         self.max_rankers, self.max_variants = max_rankers, max_variants
 
-    def _gauge(self, name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
-        return GaugeMetricFamily(f"{self.prefix}_{name}", doc, labels=labels)
+    def describe(self) -> Iterator[Metric]:
+        """Every family :meth:`collect` yields (names, types, labels, in its order) without samples and
+        without reading the source: what a registry checks for name clashes when this is registered."""
+        yield from self._families().values()
+
+    def _families(self) -> dict[str, Family]:
+        """The empty families, keyed by name without the prefix, in the order they are exported."""
+        out: dict[str, Family] = {}
+        for name, doc, labels in GAUGES.values():
+            out[name] = GaugeMetricFamily(f"{self.prefix}_{name}", doc, labels=labels)
+        out["watermark_seconds"] = GaugeMetricFamily(f"{self.prefix}_watermark_seconds",
+                                                     "Largest impression event time seen (Unix seconds)",
+                                                     labels=[])
+        for name, doc in COUNTERS.items():
+            out[name] = CounterMetricFamily(f"{self.prefix}_{name}", doc, labels=GROUP_LABELS)
+        out["dead_letters"] = CounterMetricFamily(f"{self.prefix}_dead_letters",
+                                                  "Invalid events sent to the dead-letter topic",
+                                                  labels=["reason"])
+        out["labels_dropped"] = CounterMetricFamily(
+            f"{self.prefix}_labels_dropped",
+            "Grades dropped without scoring anything, by reason (evicted: waiting for an impression when "
+            "more than max_early_sessions sessions' labels did)",
+            labels=["reason"])
+        out["stale_labels"] = CounterMetricFamily(
+            f"{self.prefix}_stale_labels",
+            "Grades that lost to a held grade with a later ts (a re-sent old grade): they changed nothing",
+            labels=[])
+        out["undeclared_impressions"] = CounterMetricFamily(
+            f"{self.prefix}_undeclared_impressions",
+            "Impressions of a variant or ranker the settings do not declare, counted as other (not sampled)",
+            labels=["reason"])
+        for direction in ("added", "removed"):
+            out[f"stat_{direction}"] = CounterMetricFamily(
+                f"{self.prefix}_stat_{direction}",
+                f"Cumulative session statistics {direction} (PromQL: rate(added) - rate(removed))",
+                labels=[*GROUP_LABELS, "stat"])
+        return out
 
     def collect(self) -> Iterator[Metric]:
         snap = self.source()
@@ -69,11 +107,20 @@ class RelevanceCollector(Collector):
         for group in list(snap.added) + list(snap.removed):
             weights.setdefault(group, 0.0)
         exported = group_labels(weights, self.max_rankers, self.max_variants)
+        families = self._families()
+        self._windows(snap, exported, families)
+        if math.isfinite(snap.watermark):
+            families["watermark_seconds"].add_metric([], snap.watermark)
+        self._counters(snap, exported, families)
+        yield from families.values()
 
+    @staticmethod
+    def _windows(snap: Snapshot, exported: dict[str, tuple[str, str, str]],
+                 families: dict[str, Family]) -> None:
         windows: dict[tuple[str, tuple[str, str, str]], Stats] = {}
         for (window, group), stats in snap.windows.items():
             add(windows.setdefault((window, exported[group]), {}), stats)
-        families = {key: self._gauge(name, doc, labels) for key, (name, doc, labels) in GAUGES.items()}
+        gauges = {key: families[name] for key, (name, _, _) in GAUGES.items()}
         for (window, (bucket, ranker, variant)), stats in sorted(windows.items()):
             s = summarise(stats)
             k = str(snap.config.k.get(bucket, ""))
@@ -81,69 +128,38 @@ class RelevanceCollector(Collector):
             values = {"dcg": s.dcg, "ndcg": s.ndcg, "pnr": s.pnr, "pnr_strict": s.pnr_skip_ties, "rr": s.rr}
             for name, shown in values.items():
                 if shown is not None:
-                    families[name].add_metric(labels, shown)
+                    gauges[name].add_metric(labels, shown)
             if s.dcg_ci is not None:
-                families["dcg_ci_lower"].add_metric(labels, s.dcg_ci[0])
-                families["dcg_ci_upper"].add_metric(labels, s.dcg_ci[1])
+                gauges["dcg_ci_lower"].add_metric(labels, s.dcg_ci[0])
+                gauges["dcg_ci_upper"].add_metric(labels, s.dcg_ci[1])
             short = [bucket, ranker, variant, window]
-            families["sessions"].add_metric(short, s.sessions)
-            families["expired"].add_metric(short, s.expired)
+            gauges["sessions"].add_metric(short, s.sessions)
+            gauges["expired"].add_metric(short, s.expired)
             if s.coverage is not None:
-                families["coverage"].add_metric(short, s.coverage)
+                gauges["coverage"].add_metric(short, s.coverage)
             if s.join_lag is not None:
-                families["join_lag"].add_metric(short, s.join_lag)
-        yield from families.values()
+                gauges["join_lag"].add_metric(short, s.join_lag)
 
-        watermark = self._gauge("watermark_seconds", "Largest impression event time seen (Unix seconds)", [])
-        if math.isfinite(snap.watermark):
-            watermark.add_metric([], snap.watermark)
-        yield watermark
-        yield from self._counters(snap, exported)
-
-    def _counters(self, snap: Snapshot, exported: dict[str, tuple[str, str, str]]) -> Iterator[Metric]:
-        families = {name: CounterMetricFamily(f"{self.prefix}_{name}", doc, labels=GROUP_LABELS)
-                    for name, doc in COUNTERS.items()}
-        dead = CounterMetricFamily(f"{self.prefix}_dead_letters",
-                                   "Invalid events sent to the dead-letter topic", labels=["reason"])
-        dropped = CounterMetricFamily(f"{self.prefix}_labels_dropped",
-                                      "Grades dropped without scoring anything, by reason (evicted: waiting "
-                                      "for an impression when more than max_early_sessions sessions' labels "
-                                      "did)",
-                                      labels=["reason"])
-        stale = CounterMetricFamily(
-            f"{self.prefix}_stale_labels",
-            "Grades that lost to a held grade with a later ts (a re-sent old grade): they changed nothing",
-            labels=[])
+    @staticmethod
+    def _counters(snap: Snapshot, exported: dict[str, tuple[str, str, str]],
+                  families: dict[str, Family]) -> None:
         stale_total = 0.0
-        undeclared = CounterMetricFamily(
-            f"{self.prefix}_undeclared_impressions",
-            "Impressions of a variant or ranker the settings do not declare, counted as other (not sampled)",
-            labels=["reason"])
         merged: dict[tuple[str, tuple[str, str, str]], float] = {}
         for (group, name), value in snap.counters.items():
             if name == "stale_labels":  # sessions' own and query grades (per group), early labels, queries'
                 stale_total += value
-            elif group and name in families:
+            elif group and name in COUNTERS:
                 merged[(name, exported[group])] = merged.get((name, exported[group]), 0.0) + value
             elif not group and name.startswith("dead_letter:"):
-                dead.add_metric([name.split(":", 1)[1]], value)
+                families["dead_letters"].add_metric([name.split(":", 1)[1]], value)
             elif not group and name.startswith("labels_dropped:"):
-                dropped.add_metric([name.split(":", 1)[1]], value)
+                families["labels_dropped"].add_metric([name.split(":", 1)[1]], value)
             elif not group and name.startswith("undeclared:"):
-                undeclared.add_metric([name.split(":", 1)[1]], value)
+                families["undeclared_impressions"].add_metric([name.split(":", 1)[1]], value)
         for (name, labels), value in sorted(merged.items()):
             families[name].add_metric(list(labels), value)
-        yield from families.values()
-        yield dead
-        yield dropped
-        stale.add_metric([], stale_total)
-        yield stale
-        yield undeclared
+        families["stale_labels"].add_metric([], stale_total)
         for direction, source in (("added", snap.added), ("removed", snap.removed)):
-            family = CounterMetricFamily(
-                f"{self.prefix}_stat_{direction}",
-                f"Cumulative session statistics {direction} (PromQL: rate(added) - rate(removed))",
-                labels=[*GROUP_LABELS, "stat"])
             totals: dict[tuple[tuple[str, str, str], str], float] = {}
             for group, stats in source.items():
                 for stat in FIELDS:
@@ -151,5 +167,4 @@ class RelevanceCollector(Collector):
                         key = (exported[group], stat)
                         totals[key] = totals.get(key, 0.0) + stats[stat]
             for (labels, stat), value in sorted(totals.items()):
-                family.add_metric([*labels, stat], value)
-            yield family
+                families[f"stat_{direction}"].add_metric([*labels, stat], value)

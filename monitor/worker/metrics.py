@@ -30,31 +30,45 @@ class PipelineCollector(Collector):
     def __init__(self, source: Callable[[], PipelineView], prefix: str = "search_relevance") -> None:
         self.source, self.prefix = source, prefix
 
+    def describe(self) -> Iterator[Metric]:
+        """Every family :meth:`collect` yields (names, types, labels, in its order) without samples and
+        without reading the source: what a registry checks for name clashes when this is registered."""
+        yield from self._families().values()
+
+    def _families(self) -> dict[str, GaugeMetricFamily | CounterMetricFamily]:
+        """The empty families, keyed by name without the prefix, in the order they are exported."""
+        def gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
+            return GaugeMetricFamily(f"{self.prefix}_{name}", doc, labels=labels)
+
+        def counter(name: str, doc: str, labels: list[str]) -> CounterMetricFamily:
+            return CounterMetricFamily(f"{self.prefix}_{name}", doc, labels=labels)
+
+        return {
+            "events": counter("events", "Messages consumed by this worker, per topic", ["topic"]),
+            "consumer_lag": gauge("consumer_lag", "Messages behind the log end, per partition this worker "
+                                  "consumes", ["topic", "partition"]),
+            "waiting_sessions": gauge("waiting_sessions", "Sampled sessions waiting in the join for labels "
+                                      "(all partitions)", []),
+            "redis_memory_bytes": gauge("redis_memory_bytes", "Redis used_memory", []),
+            "redis_retries": counter("redis_retries", "Messages retried by this worker because Redis was "
+                                     "unreachable", []),
+            "quiet_closes": counter("quiet_closes", "Sessions this worker closed because their partition had "
+                                    "no impression for idle_timeout (docs/worker.md, quiet partitions)", []),
+            "processing_retries": counter("processing_retries", "Messages this worker tried again alone "
+                                          "after an unexpected failure (not Redis unreachable); one failing "
+                                          "every attempt is a processing_error dead letter", []),
+        }
+
     def collect(self) -> Iterator[Metric]:
         view = self.source()
-        consumed = CounterMetricFamily(f"{self.prefix}_events", "Messages consumed by this worker, per topic",
-                                       labels=["topic"])
+        families = self._families()
         for topic, count in sorted(view.consumed.items()):
-            consumed.add_metric([topic], count)
-        yield consumed
-        lag = GaugeMetricFamily(f"{self.prefix}_consumer_lag",
-                                "Messages behind the log end, per partition this worker consumes",
-                                labels=["topic", "partition"])
+            families["events"].add_metric([topic], count)
         for (topic, partition), behind in sorted(view.lag.items()):
-            lag.add_metric([topic, str(partition)], behind)
-        yield lag
-        yield GaugeMetricFamily(f"{self.prefix}_waiting_sessions",
-                                "Sampled sessions waiting in the join for labels (all partitions)",
-                                value=view.waiting)
-        yield GaugeMetricFamily(f"{self.prefix}_redis_memory_bytes", "Redis used_memory",
-                                value=view.redis_memory)
-        yield CounterMetricFamily(f"{self.prefix}_redis_retries",
-                                  "Messages retried by this worker because Redis was unreachable",
-                                  value=view.redis_retries)
-        yield CounterMetricFamily(f"{self.prefix}_quiet_closes",
-                                  "Sessions this worker closed because their partition had no impression for "
-                                  "idle_timeout (docs/worker.md, quiet partitions)", value=view.quiet_closed)
-        yield CounterMetricFamily(f"{self.prefix}_processing_retries",
-                                  "Messages this worker tried again alone after an unexpected failure (not "
-                                  "Redis unreachable); one failing every attempt is a processing_error dead "
-                                  "letter", value=view.processing_retries)
+            families["consumer_lag"].add_metric([topic, str(partition)], behind)
+        families["waiting_sessions"].add_metric([], view.waiting)
+        families["redis_memory_bytes"].add_metric([], view.redis_memory)
+        families["redis_retries"].add_metric([], view.redis_retries)
+        families["quiet_closes"].add_metric([], view.quiet_closed)
+        families["processing_retries"].add_metric([], view.processing_retries)
+        yield from families.values()
