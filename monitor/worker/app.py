@@ -36,7 +36,7 @@ from monitor.worker.canary import alert_loop
 from monitor.worker.http import HttpServer
 from monitor.worker.processor import Consumed, Entry, Processor
 from monitor.worker.reread import committed_offsets, fetch_range
-from monitor.worker.runtime import Runtime
+from monitor.worker.runtime import Runtime, RuntimeView
 from monitor.worker.settings import WorkerSettings
 
 log = logging.getLogger("monitor.worker")
@@ -136,7 +136,7 @@ def build(settings: WorkerSettings) -> Runtime:
                 log.warning("checking Redis's offsets failed (%s: %s); next try in %.0f s",
                             type(error).__name__, error, VERIFY_INTERVAL)
 
-    server = HttpServer(runtime)
+    server = HttpServer(RuntimeView(runtime), settings)
 
     if settings.alertmanager_url:
         client = AlertmanagerClient(settings.alertmanager_url)

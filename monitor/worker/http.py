@@ -6,6 +6,10 @@
 * ``GET /readyz``: Redis answers and the consumer has joined its group (readiness), else 503 and why;
 * ``POST /deploys``: a deploy event (the schema of the deploys topic), produced to the deploys topic;
   refused with 401 without ``Authorization: Bearer <token>`` when a token is configured.
+
+The server knows the worker only through :class:`WorkerView` (the read model, the canary verdicts, the
+pipeline view, readiness, the deploy sink), so it runs, and is tested, without Faust, Kafka or Redis; the
+worker passes :class:`monitor.worker.runtime.RuntimeView`, built from its ``Runtime``.
 """
 
 from __future__ import annotations
@@ -13,28 +17,75 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Protocol
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from monitor.core.canary import Comparison
 from monitor.core.events import Deploy, EventError, decode_event
 from monitor.export.canary import CanaryCollector
 from monitor.export.prometheus import RelevanceCollector
-from monitor.worker.canary import current
+from monitor.export.snapshot import Snapshot
+from monitor.worker.canary import Verdicts
 from monitor.worker.metrics import PipelineCollector, PipelineView
-
-if TYPE_CHECKING:
-    from monitor.worker.runtime import Runtime
+from monitor.worker.settings import WorkerSettings
 
 log = logging.getLogger("monitor.worker")
 MAX_BODY = 64 * 1024
 
 
+class WorkerView(Protocol):
+    """What the endpoints read from and send to the worker (the worker's: ``RuntimeView``, over Redis and
+    Faust; a test's can read a ``MemoryPipeline``)."""
+
+    async def snapshot(self) -> Snapshot:
+        """The exporters' read model: the rolled-up state of the stream now."""
+        ...
+
+    async def verdicts(self) -> Verdicts:
+        """The canary comparisons and every deploy (events and detected), by time."""
+        ...
+
+    async def pipeline(self) -> PipelineView:
+        """This process's pipeline health: consumed messages, consumer lag, waiting sessions, retries."""
+        ...
+
+    async def problems(self) -> list[str]:
+        """Why the worker is not ready (``redis: …``, ``kafka: …``); empty when it is."""
+        ...
+
+    async def send_deploy(self, key: bytes, value: bytes) -> tuple[int | None, int | None]:
+        """Produce a deploy event to the deploys topic, acknowledged; its (partition, offset)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Scrape:
+    """What one scrape read (awaited before the registry is collected, which cannot await)."""
+
+    snapshot: Snapshot
+    comparisons: list[Comparison]
+    deploys: list[Deploy]
+    pipeline: PipelineView
+
+
 class HttpServer:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    """The endpoints over a :class:`WorkerView`. The registry is built once: its collectors read the latest
+    :class:`Scrape`, which each ``GET /metrics`` awaits from the view just before it collects them."""
+
+    def __init__(self, view: WorkerView, settings: WorkerSettings) -> None:
+        self.view, self.settings = view, settings
+        self.latest: Scrape | None = None
+        self.registry = CollectorRegistry()
+        self.registry.register(RelevanceCollector(lambda: self._scrape().snapshot, settings.max_rankers,
+                                                  settings.max_variants))
+        self.registry.register(CanaryCollector(lambda: (self._scrape().comparisons, self._scrape().deploys),
+                                               settings.max_rankers))
+        self.registry.register(PipelineCollector(lambda: self._scrape().pipeline))
+        ProcessCollector(registry=self.registry)
         self.app = web.Application(client_max_size=MAX_BODY)
         self.app.add_routes([
             web.get("/metrics", self.metrics), web.get("/healthz", self.healthz),
@@ -44,7 +95,7 @@ class HttpServer:
         self.port: int | None = None
 
     async def start(self) -> None:
-        settings = self.runtime.settings
+        settings = self.settings
         self.runner = web.AppRunner(self.app, access_log=None)
         await self.runner.setup()
         site = web.TCPSite(self.runner, settings.http_host, settings.http_port)
@@ -59,63 +110,35 @@ class HttpServer:
             await self.runner.cleanup()
 
     # -- endpoints ------------------------------------------------------------------------------------
-    async def metrics(self, request: web.Request) -> web.Response:
-        runtime = self.runtime
-        settings = runtime.settings
-        snapshot = await runtime.state.snapshot()
-        waiting, memory = await runtime.state.health()
-        registry = CollectorRegistry()
-        registry.register(RelevanceCollector(lambda: snapshot, settings.max_rankers, settings.max_variants))
-        verdicts = await current(runtime.state, settings.canary())
-        registry.register(CanaryCollector(lambda: (verdicts.comparisons, verdicts.deploys),
-                                          settings.max_rankers))
-        registry.register(PipelineCollector(lambda: PipelineView(
-            consumed=dict(runtime.processor.consumed), lag=self._lag(), waiting=waiting, redis_memory=memory,
-            redis_retries=runtime.processor.retries, quiet_closed=runtime.processor.quiet_closed,
-            processing_retries=runtime.processor.processing_retries)))
-        ProcessCollector(registry=registry)
-        body = generate_latest(registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+    def _scrape(self) -> Scrape:
+        if self.latest is None:
+            raise RuntimeError("the registry was collected before a scrape was read (HttpServer.refresh)")
+        return self.latest
 
-    def _lag(self) -> dict[tuple[str, int], int]:
-        runtime = self.runtime
-        out: dict[tuple[str, int], int] = {}
-        try:
-            consumer = runtime.app.consumer
-            assigned = consumer.assignment()
-        except Exception:  # not started yet
-            return out
-        sources = runtime.settings.topics.sources()
-        for tp in assigned:
-            if tp.topic not in sources:
-                continue
-            try:
-                end = consumer.highwater(tp)
-            except Exception:
-                continue
-            if end is None:
-                continue
-            done = runtime.processor.positions.get((tp.topic, tp.partition), -1) + 1
-            out[(tp.topic, tp.partition)] = max(int(end) - done, 0)
-        return out
+    async def refresh(self) -> Scrape:
+        """Read what the collectors export (the Redis reads, for the worker) and keep it for them."""
+        snapshot = await self.view.snapshot()
+        verdicts = await self.view.verdicts()
+        pipeline = await self.view.pipeline()
+        self.latest = Scrape(snapshot, verdicts.comparisons, verdicts.deploys, pipeline)
+        return self.latest
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        await self.refresh()
+        body = generate_latest(self.registry)  # no await in between: this scrape's values, consistent
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
 
     async def readyz(self, request: web.Request) -> web.Response:
-        problems = []
-        try:
-            await self.runtime.redis.ping()
-        except Exception as error:
-            problems.append(f"redis: {type(error).__name__}")
-        if not self.runtime.consuming():
-            problems.append("kafka: not in the consumer group yet (or rebalancing)")
+        problems = await self.view.problems()
         if problems:
             return web.json_response({"status": "not ready", "problems": problems}, status=503)
         return web.json_response({"status": "ready"})
 
     async def deploys(self, request: web.Request) -> web.Response:
-        token = self.runtime.settings.deploy_token
+        token = self.settings.deploy_token
         if token is not None:
             scheme, _, given = request.headers.get("Authorization", "").partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode("utf-8", "replace"),
@@ -126,17 +149,13 @@ class HttpServer:
         except web.HTTPRequestEntityTooLarge:
             return web.json_response({"error": f"body larger than {MAX_BODY} bytes"}, status=413)
         try:
-            event = decode_event(raw, self.runtime.settings.grade_scale())
+            event = decode_event(raw, self.settings.grade_scale())
         except EventError as error:
             return web.json_response({"error": str(error), "code": error.code}, status=400)
         if not isinstance(event, Deploy):
             return web.json_response({"error": "type: expected a deploy event", "code": "wrong_topic"},
                                      status=400)
-        sink = self.runtime.app.topic(self.runtime.settings.topics.deploys, key_type=bytes, value_type=bytes,
-                                      key_serializer="raw", value_serializer="raw")
-        sent = await sink.send(key=event.ranker.encode(), value=raw)
-        metadata: Any = await sent
+        partition, offset = await self.view.send_deploy(event.ranker.encode(), raw)
         body = {"accepted": {"kind": event.kind, "ranker": event.ranker, "ts": event.ts},
-                "partition": getattr(metadata, "partition", None),
-                "offset": getattr(metadata, "offset", None)}
+                "partition": partition, "offset": offset}
         return web.Response(status=202, text=json.dumps(body), content_type="application/json")

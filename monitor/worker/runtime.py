@@ -1,6 +1,8 @@
 """What the agent (:mod:`.app`) and the HTTP server (:mod:`.http`) share in one worker process.
 
 Its own module so that both import it and neither imports the other (``app`` builds the HTTP server).
+:class:`RuntimeView` is the HTTP server's view of a ``Runtime`` (:class:`monitor.worker.http.WorkerView`):
+the Redis reads, the consumer's lag and group membership, the deploys topic.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ from typing import Any
 import faust
 from redis.asyncio import Redis
 
+from monitor.export.snapshot import Snapshot
 from monitor.pipeline.redis_state import RedisState
+from monitor.worker.canary import Verdicts, current
+from monitor.worker.metrics import PipelineView
 from monitor.worker.processor import Processor
 from monitor.worker.settings import WorkerSettings
 
@@ -30,3 +35,66 @@ class Runtime:
     def consuming(self) -> bool:
         """Joined the consumer group (first rebalance done) and not rebalancing now."""
         return bool(self.app.rebalancing_count > 0 and not self.app.rebalancing)
+
+
+class RuntimeView:
+    """The HTTP server's view of a worker process (:class:`monitor.worker.http.WorkerView`)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    async def snapshot(self) -> Snapshot:
+        return await self.runtime.state.snapshot()
+
+    async def verdicts(self) -> Verdicts:
+        return await current(self.runtime.state, self.runtime.settings.canary())
+
+    async def pipeline(self) -> PipelineView:
+        runtime = self.runtime
+        waiting, memory = await runtime.state.health()
+        processor = runtime.processor
+        return PipelineView(consumed=dict(processor.consumed), lag=self.lag(), waiting=waiting,
+                            redis_memory=memory, redis_retries=processor.retries,
+                            quiet_closed=processor.quiet_closed,
+                            processing_retries=processor.processing_retries)
+
+    def lag(self) -> dict[tuple[str, int], int]:
+        """(topic, partition) → messages behind the log end, for the source partitions this worker holds."""
+        runtime = self.runtime
+        out: dict[tuple[str, int], int] = {}
+        try:
+            consumer = runtime.app.consumer
+            assigned = consumer.assignment()
+        except Exception:  # not started yet
+            return out
+        sources = runtime.settings.topics.sources()
+        for tp in assigned:
+            if tp.topic not in sources:
+                continue
+            try:
+                end = consumer.highwater(tp)
+            except Exception:
+                continue
+            if end is None:
+                continue
+            done = runtime.processor.positions.get((tp.topic, tp.partition), -1) + 1
+            out[(tp.topic, tp.partition)] = max(int(end) - done, 0)
+        return out
+
+    async def problems(self) -> list[str]:
+        problems = []
+        try:
+            await self.runtime.redis.ping()
+        except Exception as error:
+            problems.append(f"redis: {type(error).__name__}")
+        if not self.runtime.consuming():
+            problems.append("kafka: not in the consumer group yet (or rebalancing)")
+        return problems
+
+    async def send_deploy(self, key: bytes, value: bytes) -> tuple[int | None, int | None]:
+        runtime = self.runtime
+        sink = runtime.app.topic(runtime.settings.topics.deploys, key_type=bytes, value_type=bytes,
+                                 key_serializer="raw", value_serializer="raw")
+        sent = await sink.send(key=key, value=value)
+        metadata: Any = await sent
+        return getattr(metadata, "partition", None), getattr(metadata, "offset", None)
