@@ -10,7 +10,7 @@ pool of ``pool`` candidate documents whose grades 0..3 are drawn from the query'
     P(grade g | relevant) ∝ (0.5, 0.3, 0.2)_g · exp(−``grade_tilt`` · (g − 1) · z_q),   g = 1, 2, 3
 
 so hard queries have few relevant documents, and mostly marginal ones; some have none at all. Gains are
-the seed scale's (:data:`monitor.sim.relevance.LEVEL_GAINS`: 0, 0.3, 0.7, 1). Every document has a fixed
+the seed scale's (:data:`monitor.sim.relevance.LEVELGAINS`: 0, 0.3, 0.7, 1). Every document has a fixed
 ``doc_noise`` effect (how much better or worse it looks to any ranker than it is).
 
 **Sessions.** In one session of query q a share a_s ~ Beta(``available`` · ``available_spread``,
@@ -107,107 +107,29 @@ import numpy.typing as npt
 
 from monitor.core.metrics import dcg as core_dcg
 from monitor.core.metrics.pairs import pair_counts
-from monitor.sim.relevance import LEVEL_GAINS
+from monitor.sim.world_math import (
+    GAINS,
+    FloatArray,
+    IntArray,
+    SampleSummary,
+    WorldSummary,
+    measures,
+    query_shares,
+    ranked,
+    solve_beta,
+    summarize_sample,
+    tilted,
+    with_new,
+)
+from monitor.sim.world_settings import DEFAULT_SETTINGS, HOURS, WorldSettings
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
+__all__ = ["BROKEN", "DEFAULT_SETTINGS", "HEALTHY", "HOURS", "NEW", "NEW_BROKEN", "Outcomes", "SampleSummary",
+           "World", "WorldSettings", "WorldSummary", "summarize_sample"]
+
 DocArray = npt.NDArray[np.int16]
-
-HOURS = 24
 HEALTHY, BROKEN, NEW, NEW_BROKEN = 0, 1, 2, 3  # NEW, NEW_BROKEN: only with ``new_share`` > 0
-_GAINS = np.asarray(LEVEL_GAINS, dtype=np.float64)
 _RELEVANT_MIX = np.array([0.5, 0.3, 0.2])
 _CHUNK = 1_000_000  # documents × sessions per vectorised block (memory bound)
-
-
-def _number(settings: object, name: str) -> float:
-    value = getattr(settings, name)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name}: expected a finite number, got {value!r}")
-    return float(value)
-
-
-def _integer(settings: object, name: str, least: int) -> int:
-    value = getattr(settings, name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ValueError(f"{name}: expected an integer ≥ {least}, got {value!r}")
-    return value
-
-
-@dataclass(frozen=True)
-class WorldSettings:
-    """One bucket's world (module docstring): list depth, queries and their popularity, documents and
-    their grades, the ranker's signal and noise, and the time-of-day mix."""
-
-    k: int = 20
-    queries: int = 20_000
-    zipf: float = 0.2
-    outcomes: int = 16
-    pool: int = 100
-    relevant_logit: float = -2.4
-    difficulty_sd: float = 1.0
-    grade_tilt: float = 0.5
-    available: float = 0.6
-    available_spread: float = 0.6
-    weight: float = 1.0
-    doc_noise: float = 0.7
-    noise: float = 1.5
-    night_dip: float = 0.0
-    dip_hour: float = 3.0
-    new_share: float = 0.0
-    new_docs: int = 0
-    new_logit_shift: float = -1.0
-    new_boost: float = 1.0
-
-    @property
-    def new_count(self) -> int:
-        """Documents per query only the candidate retrieves (``new_docs``, or by default enough for its
-        share of a full list and at least ``new_share`` · ``pool``); 0 without them."""
-        if self.new_share == 0:
-            return 0
-        return self.new_docs or max(math.ceil(self.new_share * self.pool), math.ceil(self.new_share * self.k))
-
-    def __post_init__(self) -> None:
-        _integer(self, "k", 1)
-        _integer(self, "queries", 1)
-        _integer(self, "outcomes", 1)
-        _integer(self, "pool", 1)
-        _integer(self, "new_docs", 0)
-        for name in ("zipf", "relevant_logit", "difficulty_sd", "grade_tilt", "available",
-                     "available_spread", "weight", "doc_noise", "noise", "night_dip", "dip_hour", "new_share",
-                     "new_logit_shift", "new_boost"):
-            _number(self, name)
-        if self.zipf < 0:
-            raise ValueError(f"zipf: must be ≥ 0, got {self.zipf!r}")
-        if not 0.0 < self.available <= 1.0:
-            raise ValueError(f"available: must be in (0, 1], got {self.available!r}")
-        if self.available_spread <= 0:
-            raise ValueError(f"available_spread: must be > 0, got {self.available_spread!r}")
-        for name in ("difficulty_sd", "grade_tilt", "weight", "doc_noise", "noise"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name}: must be ≥ 0, got {getattr(self, name)!r}")
-        if not 0.0 <= self.night_dip < 0.5:
-            raise ValueError(f"night_dip: must be in [0, 0.5), got {self.night_dip!r}")
-        if not 0.0 <= self.dip_hour < HOURS:
-            raise ValueError(f"dip_hour: must be in [0, 24), got {self.dip_hour!r}")
-        if not 0.0 <= self.new_share < 1.0:
-            raise ValueError(f"new_share: must be in [0, 1), got {self.new_share!r}")
-        if self.new_share > 0 and self.new_docs and self.new_docs < math.ceil(self.new_share * self.k):
-            raise ValueError(f"new_docs: must hold the candidate's share of a full list "
-                             f"({math.ceil(self.new_share * self.k)}), got {self.new_docs!r}")
-        if self.pool + self.new_count > np.iinfo(np.int16).max:
-            raise ValueError(f"pool: at most {np.iinfo(np.int16).max} documents per query with the new ones, "
-                             f"got {self.pool + self.new_count}")
-
-
-DEFAULT_SETTINGS: dict[str, WorldSettings] = {
-    "head": WorldSettings(k=40, queries=1_000, zipf=0.8, outcomes=128, pool=200, relevant_logit=-2.5,
-                          difficulty_sd=1.1, available=0.55, available_spread=0.7),
-    "torso": WorldSettings(k=20, queries=5_000, zipf=0.4, outcomes=24, pool=120, relevant_logit=-2.6,
-                           difficulty_sd=1.1),
-    "tail": WorldSettings(),
-}
 
 
 @dataclass(frozen=True)
@@ -220,149 +142,6 @@ class Outcomes:
     pos: FloatArray
     neg: FloatArray
     docs: DocArray
-
-
-@dataclass(frozen=True)
-class WorldSummary:
-    """Statistics of the world's per-session DCG@k over a day's traffic (exact, from the outcomes)."""
-
-    bucket: str
-    k: int
-    mean: float
-    broken_mean: float
-    cv: float
-    zeros: float
-    query_share: float
-    pnr: float
-    hourly: FloatArray
-    night_dip: float
-    top_query_share: float
-    distinct_per_day: float
-
-    def line(self) -> str:
-        low = int(np.argmin(self.hourly))
-        dip = (f"night dip {self.night_dip:.1%} (hour {low:02d}: {self.hourly[low]:.3f})"
-               if self.night_dip > 5e-4 else "no night dip")
-        return (f"{self.bucket}: mean DCG@{self.k} {self.mean:.3f} (broken {self.broken_mean:.3f}), "
-                f"cv {self.cv:.2f}, zeros {self.zeros:.0%}, query share of variance {self.query_share:.0%}, "
-                f"PNR {self.pnr:.1f}, {dip}, commonest query {self.top_query_share:.1%} of traffic, "
-                f"{self.distinct_per_day:,.0f} distinct queries in 48,000 sessions")
-
-
-def _ranked(levels: IntArray, effects: FloatArray, sign: float, settings: WorldSettings,
-            rng: np.random.Generator, sessions: int) -> tuple[IntArray, FloatArray, BoolArray, IntArray]:
-    """``sessions`` rankings of one query's pool per row of ``levels`` (queries, pool): shown grades,
-    scores, which of the k slots hold a document and the documents' indices in the pool (shape (queries,
-    sessions, min(k, pool)))."""
-    q, size = levels.shape
-    base = sign * settings.weight * levels + effects  # float64: no two documents tie in score
-    noise = rng.standard_normal((q, sessions, size), dtype=np.float32)
-    z = base[:, None, :] + settings.noise * noise.astype(np.float64)
-    a = settings.available * settings.available_spread
-    share = rng.beta(a, settings.available_spread - a, (q, sessions, 1)) if settings.available < 1 else 1.0
-    present = rng.random((q, sessions, size), dtype=np.float32) < share
-    scores = np.where(present, z, -np.inf)
-    depth = min(settings.k, size)
-    if depth < size:  # the top k, then their order (faster than sorting the whole pool)
-        top = np.argpartition(-scores, depth - 1, axis=2)[:, :, :depth]
-        inner = np.argsort(-np.take_along_axis(scores, top, axis=2), axis=2, kind="stable")
-        order = np.take_along_axis(top, inner, axis=2)
-    else:
-        order = np.argsort(-scores, axis=2, kind="stable")
-    shown_scores = np.take_along_axis(scores, order, axis=2)
-    shown = np.take_along_axis(np.broadcast_to(levels[:, None, :], scores.shape), order, axis=2)
-    filled = np.isfinite(shown_scores)
-    return (np.where(filled, shown, 0).astype(np.int64), np.where(filled, shown_scores, 0.0), filled,
-            order.astype(np.int64))
-
-
-def _with_new(levels: IntArray, effects: FloatArray, sign: float, settings: WorldSettings,
-              rng: np.random.Generator, sessions: int) -> tuple[IntArray, FloatArray, BoolArray, IntArray]:
-    """The candidate ranker's sessions (module docstring): ``levels`` and ``effects`` hold the pool then
-    the new documents (queries, pool + new). Its best f − r pool documents (f: the slots the pool fills,
-    r = round(``new_share`` · f)) and its best r new ones, merged by score; as :func:`_ranked`."""
-    size = settings.pool
-    shown, scores, filled, order = _ranked(levels[:, :size], effects[:, :size], sign, settings, rng, sessions)
-    q, extra = levels.shape[0], levels.shape[1] - size
-    f = filled.sum(axis=2, keepdims=True)
-    r = np.rint(settings.new_share * f).astype(np.int64)
-    base = sign * settings.weight * levels[:, size:] + effects[:, size:] + settings.new_boost
-    z = base[:, None, :] + settings.noise * rng.standard_normal((q, sessions, extra))
-    top = min(extra, math.ceil(settings.new_share * settings.k))
-    new_order = np.argsort(-z, axis=2, kind="stable")[:, :, :top]
-    new_scores = np.take_along_axis(z, new_order, axis=2)
-    rank = np.arange(shown.shape[2])
-    keep_pool = filled & (rank[None, None, :] < f - r)
-    keep_new = np.arange(top)[None, None, :] < r
-    all_scores = np.concatenate([np.where(keep_pool, scores, -np.inf),
-                                 np.where(keep_new, new_scores, -np.inf)], axis=2)
-    all_docs = np.concatenate([order, new_order + size], axis=2)
-    merged = np.argsort(-all_scores, axis=2, kind="stable")[:, :, :shown.shape[2]]
-    merged_scores = np.take_along_axis(all_scores, merged, axis=2)
-    docs = np.take_along_axis(all_docs, merged, axis=2)
-    out_filled = np.isfinite(merged_scores)
-    out_levels = np.take_along_axis(np.broadcast_to(levels[:, None, :], (q, sessions, levels.shape[1])), docs,
-                                    axis=2)
-    return (np.where(out_filled, out_levels, 0).astype(np.int64), np.where(out_filled, merged_scores, 0.0),
-            out_filled, docs)
-
-
-def _measures(shown: IntArray, filled: BoolArray) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """DCG@k (log2 discount, linear gains) and (P, N) of ranked lists, the last axis the shown order.
-
-    Scores are continuous and distinct, so every pair is ordered: N counts pairs whose lower-shown
-    document has the higher grade, P = all pairs − N (concordant + grade-tied)."""
-    depth = shown.shape[-1]
-    discounts = 1.0 / np.log2(np.arange(2, depth + 2, dtype=np.float64))
-    dcg = (np.where(filled, _GAINS[shown], 0.0) * discounts).sum(axis=-1)
-    onehot = (shown[..., None] == np.arange(4)) & filled[..., None]
-    after = np.cumsum(onehot[..., ::-1, :], axis=-2)[..., ::-1, :] - onehot  # strictly below, per grade
-    above_grade = np.cumsum(after[..., ::-1], axis=-1)[..., ::-1]  # Σ_{g' ≥ g} after[g']
-    better = np.concatenate([above_grade[..., 1:], np.zeros_like(above_grade[..., :1])], axis=-1)
-    neg = (np.take_along_axis(better, shown[..., None], axis=-1)[..., 0] * filled).sum(axis=-1)
-    n = filled.sum(axis=-1)
-    pos = n * (n - 1) // 2 - neg
-    return dcg, pos.astype(np.float64), neg.astype(np.float64)
-
-
-def _shares(settings: WorldSettings) -> FloatArray:
-    weights = np.arange(1, settings.queries + 1, dtype=np.float64) ** -settings.zipf
-    out: FloatArray = weights / weights.sum()
-    return out
-
-
-def _tilted(log_shares: FloatArray, u: FloatArray, beta: float) -> FloatArray:
-    logits = log_shares - beta * u
-    w = np.exp(logits - logits.max())
-    out: FloatArray = w / w.sum()
-    return out
-
-
-def _solve_beta(log_shares: FloatArray, u: FloatArray, quality: FloatArray, target: float) -> float:
-    """β with Σ p_q(β) e_q = target (the mean falls as β grows), by bisection to machine precision."""
-
-    def mean_at(beta: float) -> float:
-        logits = log_shares - beta * u
-        w = np.exp(logits - logits.max())
-        return float(np.sum(w * quality) / np.sum(w))  # not `@`: BLAS threads are slow on 1-D vectors
-
-    mean0 = mean_at(0.0)
-    if target == mean0:
-        return 0.0
-    sign = 1.0 if target < mean0 else -1.0
-    lo, hi = 0.0, sign
-    while (mean_at(hi) - target) * sign > 0:
-        lo, hi = hi, 2.0 * hi
-        if abs(hi) > 1e4:
-            raise ValueError(f"night_dip: the queries' mix cannot reach a mean of {target:.4f} "
-                             f"(daily mean {mean0:.4f})")
-    while abs(hi - lo) > 1e-13 * max(1.0, abs(hi)):
-        mid = 0.5 * (lo + hi)
-        if (mean_at(mid) - target) * sign > 0:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
 
 
 @dataclass(frozen=True)
@@ -407,8 +186,8 @@ class World:
         for variant, sign in ((HEALTHY, 1.0), (BROKEN, -1.0)):
             for start in range(0, s.queries, block):
                 part = slice(start, start + block)
-                shown, _, filled, order = _ranked(levels[part], effects[part], sign, s, rng, s.outcomes)
-                for target, values in zip(arrays, _measures(shown, filled), strict=True):
+                shown, _, filled, order = ranked(levels[part], effects[part], sign, s, rng, s.outcomes)
+                for target, values in zip(arrays, measures(shown, filled), strict=True):
                     target[variant, part] = values
                 docs[variant, part, :, :order.shape[2]] = np.where(filled, order, -1)
         if s.new_count:  # their own random stream: the variants above are the same with or without them
@@ -423,13 +202,13 @@ class World:
             for variant, sign in ((NEW, 1.0), (NEW_BROKEN, -1.0)):
                 for start in range(0, s.queries, block):
                     part = slice(start, start + block)
-                    shown, _, filled, order = _with_new(levels[part], effects[part], sign, s, new_rng,
+                    shown, _, filled, order = with_new(levels[part], effects[part], sign, s, new_rng,
                                                         s.outcomes)
-                    for target, values in zip(arrays, _measures(shown, filled), strict=True):
+                    for target, values in zip(arrays, measures(shown, filled), strict=True):
                         target[variant, part] = values
                     docs[variant, part, :, :order.shape[2]] = np.where(filled, order, -1)
         outcomes = Outcomes(arrays[0], arrays[1], arrays[2], docs)
-        world = cls(bucket, s, _shares(s), levels, effects, outcomes, outcomes.dcg.mean(axis=2),
+        world = cls(bucket, s, query_shares(s), levels, effects, outcomes, outcomes.dcg.mean(axis=2),
                     np.empty((HOURS, s.queries)), np.empty((HOURS, s.queries)),
                     np.empty((HOURS, 1), dtype=np.int64), np.zeros(HOURS), np.empty((variants, HOURS)))
         world = world.with_night_dip(s.night_dip)
@@ -449,8 +228,8 @@ class World:
         betas = np.zeros(HOURS)
         for h in range(HOURS):
             target = mean * (1.0 - s.night_dip * math.cos(2.0 * math.pi * (h - s.dip_hour) / HOURS))
-            betas[h] = 0.0 if s.night_dip == 0 else _solve_beta(log_shares, u, quality, target)
-            hourly[h] = _tilted(log_shares, u, float(betas[h]))
+            betas[h] = 0.0 if s.night_dip == 0 else solve_beta(log_shares, u, quality, target)
+            hourly[h] = tilted(log_shares, u, float(betas[h]))
         cdfs = np.cumsum(hourly, axis=1)
         cdfs /= cdfs[:, -1:]
         cdfs[:, -1] = 1.0
@@ -590,48 +369,22 @@ class World:
             q = int(rng.integers(0, s.queries))
             sign = 1.0 if rng.random() < 0.5 else -1.0
             if s.new_count and i % 2:  # the candidate ranker with new documents (own random numbers)
-                shown, scores, filled, docs = _with_new(self.levels[q:q + 1], self.effects[q:q + 1], sign, s,
+                shown, scores, filled, docs = with_new(self.levels[q:q + 1], self.effects[q:q + 1], sign, s,
                                                         np.random.default_rng([i, q]), 1)
                 share = (docs[0, 0][filled[0, 0]] >= s.pool).sum()
                 if share != round(s.new_share * filled.sum()):
                     raise AssertionError(f"{self.bucket}: {share} new documents in a list of {filled.sum()}")
             else:
-                shown, scores, filled, docs = _ranked(self.levels[q:q + 1, :s.pool],
+                shown, scores, filled, docs = ranked(self.levels[q:q + 1, :s.pool],
                                                       self.effects[q:q + 1, :s.pool], sign, s, rng, 1)
             if not (self.levels[q][docs[0, 0][filled[0, 0]]] == shown[0, 0][filled[0, 0]]).all():
                 raise AssertionError(f"{self.bucket}: shown documents and grades disagree (query {q})")
-            dcg, pos, neg = _measures(shown, filled)
+            dcg, pos, neg = measures(shown, filled)
             row, score_row = shown[0, 0][filled[0, 0]], scores[0, 0][filled[0, 0]]
             counts = pair_counts(row, score_row)
-            expected = core_dcg(_GAINS[row], s.k) if row.size else 0.0
+            expected = core_dcg(GAINS[row], s.k) if row.size else 0.0
             if not (math.isclose(float(dcg[0, 0]), expected, rel_tol=1e-12, abs_tol=1e-12)
                     and float(pos[0, 0]) == counts.concordant + counts.grade_tied
                     and float(neg[0, 0]) == counts.discordant):
                 raise AssertionError(f"{self.bucket}: vectorised session measures differ from monitor.core "
                                      f"(query {q})")
-
-
-@dataclass(frozen=True)
-class SampleSummary:
-    """Statistics of drawn sessions (to check the world against its exact summary)."""
-
-    mean: float
-    cv: float
-    zeros: float
-    query_share: float
-    hourly: FloatArray
-
-
-def summarize_sample(dcg: npt.ArrayLike, query: npt.ArrayLike, hours: npt.ArrayLike) -> SampleSummary:
-    """Mean, cv, zero share, between-query share of variance (query means of the sample) and hourly means
-    of drawn sessions."""
-    x = np.asarray(dcg, dtype=np.float64)
-    q = np.asarray(query, dtype=np.int64)
-    h = np.floor(np.asarray(hours, dtype=np.float64)).astype(np.int64) % HOURS
-    mean = float(x.mean())
-    total = float(x.var())
-    _, inverse, counts = np.unique(q, return_inverse=True, return_counts=True)
-    query_means = np.bincount(inverse, weights=x) / counts
-    between = float(((query_means[inverse] - mean) ** 2).mean())
-    hourly = np.bincount(h, weights=x, minlength=HOURS) / np.maximum(np.bincount(h, minlength=HOURS), 1)
-    return SampleSummary(mean, math.sqrt(total) / mean, float((x == 0).mean()), between / total, hourly)
