@@ -9,7 +9,6 @@ with defaults, is in docs/worker.md (kept in step with :data:`ENV` by a test).
 
 from __future__ import annotations
 
-import math
 import ssl
 import tomllib
 from collections.abc import Callable, Mapping
@@ -18,16 +17,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import monitor.worker.setting_values as v
 from monitor.core.canary import CanaryConfig
 from monitor.core.canary.alerts import AlertConfig
-from monitor.core.errors import MonitorError
 from monitor.core.grades import Scale, parse_scale
 from monitor.core.stream.config import ConfigError, StreamConfig
 from monitor.worker.security import MECHANISMS, PROTOCOLS, KafkaSecurity, client_ssl_context, redis_options
-
-
-class SettingsError(MonitorError):
-    """A setting that cannot be used; the message names it and its source."""
+from monitor.worker.setting_values import SettingsError as SettingsError  # where callers import it from
 
 
 @dataclass(frozen=True)
@@ -122,193 +118,60 @@ class WorkerSettings:
         return config
 
 
-def _integer(low: int, high: int) -> Callable[[str, Any], int]:
-    def parse(where: str, value: Any) -> int:
-        try:
-            number = None if isinstance(value, bool | float) else int(str(value).strip())
-        except ValueError:
-            number = None
-        if number is None or not low <= number <= high:
-            raise SettingsError(f"{where}: must be an integer in {low}..{high}, got {value!r}")
-        return number
-    return parse
-
-
-def _seconds(where: str, value: Any) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = math.nan
-    if isinstance(value, bool) or not (math.isfinite(number) and number > 0):
-        raise SettingsError(f"{where}: must be a positive number of seconds, got {value!r}")
-    return number
-
-
-def _boolean(where: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off"):
-        return False
-    raise SettingsError(f"{where}: must be true or false, got {value!r}")
-
-
-def _fraction(where: str, value: Any) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = math.nan
-    if isinstance(value, bool) or not 0.0 < number < 1.0:
-        raise SettingsError(f"{where}: must be a number strictly between 0 and 1, got {value!r}")
-    return number
-
-
-def _text(where: str, value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise SettingsError(f"{where}: must be a non-empty string, got {value!r}")
-    return value.strip()
-
-
-def _bootstrap(where: str, value: Any) -> str:
-    text = _text(where, value)
-    for server in text.split(","):
-        host, _, port = server.strip().rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise SettingsError(f"{where}: expected host:port[,host:port...], got {value!r}")
-    return text
-
-
-def _redis_url(where: str, value: Any) -> str:
-    text = _text(where, value)
-    if urlsplit(text).scheme not in {"redis", "rediss", "unix"}:
-        raise SettingsError(f"{where}: expected a redis://, rediss:// or unix:// URL, got {_hide(text)!r}")
-    return text
-
-
-def _http_url(where: str, value: Any) -> str:
-    text = _text(where, value)
-    if urlsplit(text).scheme not in {"http", "https"} or not urlsplit(text).netloc:
-        raise SettingsError(f"{where}: expected an http:// or https:// URL, got {_hide(text)!r}")
-    return text.rstrip("/")
-
-
-def _level(where: str, value: Any) -> str:
-    text = _text(where, value).lower()
-    if text not in {"debug", "info", "warning", "error"}:
-        raise SettingsError(f"{where}: must be one of debug, info, warning, error, got {value!r}")
-    return text
-
-
-def _scale(where: str, value: Any) -> str:
-    text = _text(where, value)
-    try:
-        parse_scale(text)
-    except MonitorError as error:
-        raise SettingsError(f"{where}: {error}") from None
-    return text
-
-
-def _choice(*choices: str) -> Callable[[str, Any], str]:
-    def parse(where: str, value: Any) -> str:
-        text = _text(where, value).upper()
-        if text not in choices:
-            raise SettingsError(f"{where}: must be one of {', '.join(choices)}, got {value!r}")
-        return text
-    return parse
-
-
-def _secret(where: str, value: Any) -> str:
-    """A password as given (not stripped); the messages never show it."""
-    if not isinstance(value, str) or not value:
-        raise SettingsError(f"{where}: must be a non-empty string")
-    return value
-
-
-def _secret_file(where: str, value: Any) -> str:
-    """The contents of the file named by ``value``, without a trailing newline (a mounted Secret)."""
-    path = Path(_text(where, value))
-    try:
-        secret = path.read_text(encoding="utf-8").rstrip("\r\n")
-    except OSError as error:
-        raise SettingsError(f"{where}: cannot read {str(path)!r} ({error.strerror})") from None
-    except UnicodeDecodeError:
-        raise SettingsError(f"{where}: {str(path)!r} is not UTF-8 text") from None
-    if not secret:
-        raise SettingsError(f"{where}: {str(path)!r} is empty")
-    return secret
-
-
-def _file(where: str, value: Any) -> str:
-    text = _text(where, value)
-    if not Path(text).is_file():
-        raise SettingsError(f"{where}: no such file {text!r}")
-    return text
-
-
-def _hide(url: str) -> str:
-    """A URL with its password replaced, for messages (secrets are never logged)."""
-    parts = urlsplit(url)
-    if parts.password:
-        return url.replace(f":{parts.password}@", ":***@", 1)
-    return url
-
-
 # setting → (environment variable, parser); topic settings are "topics.<name>"
 ENV: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
-    "kafka_bootstrap": ("MONITOR_KAFKA_BOOTSTRAP", _bootstrap),
-    "redis_url": ("MONITOR_REDIS_URL", _redis_url),
-    "kafka_security_protocol": ("MONITOR_KAFKA_SECURITY_PROTOCOL", _choice(*PROTOCOLS)),
-    "kafka_sasl_mechanism": ("MONITOR_KAFKA_SASL_MECHANISM", _choice(*MECHANISMS)),
-    "kafka_sasl_username": ("MONITOR_KAFKA_SASL_USERNAME", _text),
-    "kafka_sasl_password": ("MONITOR_KAFKA_SASL_PASSWORD", _secret),
-    "kafka_sasl_password_file": ("MONITOR_KAFKA_SASL_PASSWORD_FILE", _secret_file),
-    "kafka_ssl_cafile": ("MONITOR_KAFKA_SSL_CAFILE", _file),
-    "kafka_ssl_certfile": ("MONITOR_KAFKA_SSL_CERTFILE", _file),
-    "kafka_ssl_keyfile": ("MONITOR_KAFKA_SSL_KEYFILE", _file),
-    "redis_password": ("MONITOR_REDIS_PASSWORD", _secret),
-    "redis_password_file": ("MONITOR_REDIS_PASSWORD_FILE", _secret_file),
-    "redis_ssl_cafile": ("MONITOR_REDIS_SSL_CAFILE", _file),
-    "redis_ssl_certfile": ("MONITOR_REDIS_SSL_CERTFILE", _file),
-    "redis_ssl_keyfile": ("MONITOR_REDIS_SSL_KEYFILE", _file),
-    "topics.impressions": ("MONITOR_TOPIC_IMPRESSIONS", _text),
-    "topics.annotations": ("MONITOR_TOPIC_ANNOTATIONS", _text),
-    "topics.deploys": ("MONITOR_TOPIC_DEPLOYS", _text),
-    "topics.dead_letters": ("MONITOR_TOPIC_DEAD_LETTERS", _text),
-    "topics.requests": ("MONITOR_TOPIC_REQUESTS", _text),
-    "partitions": ("MONITOR_PARTITIONS", _integer(1, 10_000)),
-    "replication_factor": ("MONITOR_REPLICATION_FACTOR", _integer(1, 10)),
-    "app_id": ("MONITOR_APP_ID", _text),
-    "http_host": ("MONITOR_HTTP_HOST", _text),
-    "http_port": ("MONITOR_HTTP_PORT", _integer(0, 65535)),
-    "redis_prefix": ("MONITOR_REDIS_PREFIX", _text),
-    "scale": ("MONITOR_SCALE", _scale),
-    "max_rankers": ("MONITOR_MAX_RANKERS", _integer(1, 1000)),
-    "max_variants": ("MONITOR_MAX_VARIANTS", _integer(1, 1000)),
-    "batch_size": ("MONITOR_BATCH_SIZE", _integer(1, 100_000)),
-    "batch_wait": ("MONITOR_BATCH_WAIT", _seconds),
-    "alertmanager_url": ("MONITOR_ALERTMANAGER_URL", _http_url),
-    "deploy_token": ("MONITOR_DEPLOY_TOKEN", _text),
-    "log_level": ("MONITOR_LOG_LEVEL", _level),
-    "datadir": ("MONITOR_DATADIR", _text),
-    "canary_alpha": ("MONITOR_CANARY_ALPHA", _fraction),
-    "canary_min_drop": ("MONITOR_CANARY_MIN_DROP", _fraction),
-    "canary_baseline_window": ("MONITOR_CANARY_BASELINE_WINDOW", _seconds),
-    "canary_time_matched": ("MONITOR_CANARY_TIME_MATCHED", _boolean),
-    "canary_match_slot": ("MONITOR_CANARY_MATCH_SLOT", _seconds),
-    "canary_match_period": ("MONITOR_CANARY_MATCH_PERIOD", _seconds),
-    "canary_sticky": ("MONITOR_CANARY_STICKY", _boolean),
-    "canary_adjust_queries": ("MONITOR_CANARY_ADJUST_QUERIES", _boolean),
-    "canary_covariate_window": ("MONITOR_CANARY_COVARIATE_WINDOW", _seconds),
-    "canary_covariate_min_sessions": ("MONITOR_CANARY_COVARIATE_MIN_SESSIONS", _integer(1, 1_000_000)),
-    "alert_interval": ("MONITOR_ALERT_INTERVAL", _seconds),
-    "idle_timeout": ("MONITOR_IDLE_TIMEOUT", _seconds),
-    "runbook_base": ("MONITOR_RUNBOOK_BASE", _http_url),
-    "dashboard_url": ("MONITOR_DASHBOARD_URL", _http_url),
+    "kafka_bootstrap": ("MONITOR_KAFKA_BOOTSTRAP", v.bootstrap),
+    "redis_url": ("MONITOR_REDIS_URL", v.redis_url),
+    "kafka_security_protocol": ("MONITOR_KAFKA_SECURITY_PROTOCOL", v.choice(*PROTOCOLS)),
+    "kafka_sasl_mechanism": ("MONITOR_KAFKA_SASL_MECHANISM", v.choice(*MECHANISMS)),
+    "kafka_sasl_username": ("MONITOR_KAFKA_SASL_USERNAME", v.non_empty),
+    "kafka_sasl_password": ("MONITOR_KAFKA_SASL_PASSWORD", v.secret),
+    "kafka_sasl_password_file": ("MONITOR_KAFKA_SASL_PASSWORD_FILE", v.secret_file),
+    "kafka_ssl_cafile": ("MONITOR_KAFKA_SSL_CAFILE", v.file),
+    "kafka_ssl_certfile": ("MONITOR_KAFKA_SSL_CERTFILE", v.file),
+    "kafka_ssl_keyfile": ("MONITOR_KAFKA_SSL_KEYFILE", v.file),
+    "redis_password": ("MONITOR_REDIS_PASSWORD", v.secret),
+    "redis_password_file": ("MONITOR_REDIS_PASSWORD_FILE", v.secret_file),
+    "redis_ssl_cafile": ("MONITOR_REDIS_SSL_CAFILE", v.file),
+    "redis_ssl_certfile": ("MONITOR_REDIS_SSL_CERTFILE", v.file),
+    "redis_ssl_keyfile": ("MONITOR_REDIS_SSL_KEYFILE", v.file),
+    "topics.impressions": ("MONITOR_TOPIC_IMPRESSIONS", v.non_empty),
+    "topics.annotations": ("MONITOR_TOPIC_ANNOTATIONS", v.non_empty),
+    "topics.deploys": ("MONITOR_TOPIC_DEPLOYS", v.non_empty),
+    "topics.dead_letters": ("MONITOR_TOPIC_DEAD_LETTERS", v.non_empty),
+    "topics.requests": ("MONITOR_TOPIC_REQUESTS", v.non_empty),
+    "partitions": ("MONITOR_PARTITIONS", v.integer(1, 10_000)),
+    "replication_factor": ("MONITOR_REPLICATION_FACTOR", v.integer(1, 10)),
+    "app_id": ("MONITOR_APP_ID", v.non_empty),
+    "http_host": ("MONITOR_HTTP_HOST", v.non_empty),
+    "http_port": ("MONITOR_HTTP_PORT", v.integer(0, 65535)),
+    "redis_prefix": ("MONITOR_REDIS_PREFIX", v.non_empty),
+    "scale": ("MONITOR_SCALE", v.scale),
+    "max_rankers": ("MONITOR_MAX_RANKERS", v.integer(1, 1000)),
+    "max_variants": ("MONITOR_MAX_VARIANTS", v.integer(1, 1000)),
+    "batch_size": ("MONITOR_BATCH_SIZE", v.integer(1, 100_000)),
+    "batch_wait": ("MONITOR_BATCH_WAIT", v.seconds),
+    "alertmanager_url": ("MONITOR_ALERTMANAGER_URL", v.http_url),
+    "deploy_token": ("MONITOR_DEPLOY_TOKEN", v.non_empty),
+    "log_level": ("MONITOR_LOG_LEVEL", v.level),
+    "datadir": ("MONITOR_DATADIR", v.non_empty),
+    "canary_alpha": ("MONITOR_CANARY_ALPHA", v.fraction),
+    "canary_min_drop": ("MONITOR_CANARY_MIN_DROP", v.fraction),
+    "canary_baseline_window": ("MONITOR_CANARY_BASELINE_WINDOW", v.seconds),
+    "canary_time_matched": ("MONITOR_CANARY_TIME_MATCHED", v.boolean),
+    "canary_match_slot": ("MONITOR_CANARY_MATCH_SLOT", v.seconds),
+    "canary_match_period": ("MONITOR_CANARY_MATCH_PERIOD", v.seconds),
+    "canary_sticky": ("MONITOR_CANARY_STICKY", v.boolean),
+    "canary_adjust_queries": ("MONITOR_CANARY_ADJUST_QUERIES", v.boolean),
+    "canary_covariate_window": ("MONITOR_CANARY_COVARIATE_WINDOW", v.seconds),
+    "canary_covariate_min_sessions": ("MONITOR_CANARY_COVARIATE_MIN_SESSIONS", v.integer(1, 1_000_000)),
+    "alert_interval": ("MONITOR_ALERT_INTERVAL", v.seconds),
+    "idle_timeout": ("MONITOR_IDLE_TIMEOUT", v.seconds),
+    "runbook_base": ("MONITOR_RUNBOOK_BASE", v.http_url),
+    "dashboard_url": ("MONITOR_DASHBOARD_URL", v.http_url),
 }
 STREAM_FIELDS = {f.name for f in fields(StreamConfig)}
-# a secret's *_file setting → the setting it fills (the two are one setting: a later source overrides
+# a secret's *v.file setting → the setting it fills (the two are one setting: a later source overrides
 # either spelling; one source giving both is an error)
 SECRET_FILES = {"kafka_sasl_password_file": "kafka_sasl_password", "redis_password_file": "redis_password"}
 
@@ -413,12 +276,12 @@ def _tls_files(prefix: str, cafile: str | None, certfile: str | None, keyfile: s
 def describe(settings: WorkerSettings) -> dict[str, Any]:
     """The settings for the start-up log line, with secrets hidden."""
     return {
-        "kafka": settings.kafka_bootstrap, "redis": _hide(settings.redis_url),
+        "kafka": settings.kafka_bootstrap, "redis": v.hide(settings.redis_url),
         "kafka_security": _describe_kafka(settings.kafka_security()),
         "redis_security": _describe_redis(settings),
         "topics": vars(settings.topics), "partitions": settings.partitions, "app_id": settings.app_id,
         "http": f"{settings.http_host}:{settings.http_port}", "scale": settings.scale,
-        "alertmanager": _hide(settings.alertmanager_url) if settings.alertmanager_url else None,
+        "alertmanager": v.hide(settings.alertmanager_url) if settings.alertmanager_url else None,
         "deploy_token": "set" if settings.deploy_token else "unset",
         "k": dict(settings.stream.k), "join_window": settings.stream.join_window,
         "windows": dict(settings.stream.windows), "budget": dict(settings.stream.budget),
