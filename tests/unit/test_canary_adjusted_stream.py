@@ -15,7 +15,7 @@ import pytest
 
 from monitor.core.canary import CanaryConfig, comparisons
 from monitor.core.canary.adjusted import CovariateSums, adjusted_mean_path
-from monitor.core.canary.pairing import covariates
+from monitor.core.canary.covariates import covariates
 from monitor.core.events import Deploy
 from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import StreamConfig

@@ -51,9 +51,16 @@ from typing import Any
 
 import numpy as np
 
-from monitor.core.canary.adjusted import CovariateSums, adjusted_mean_paths
+from monitor.core.canary.adjusted import adjusted_mean_paths
 from monitor.core.canary.compare import Verdict, VerdictName, decide, reason
 from monitor.core.canary.config import CanaryConfig
+from monitor.core.canary.covariates import (
+    Adjustment,
+    covariate_sums,
+    covariates,
+    query_epochs,
+    with_covariate,
+)
 from monitor.core.canary.estimates import METRICS, LogStatistic, log_statistic
 from monitor.core.canary.matched import fields_of, matched_paths
 from monitor.core.canary.paths import INCONCLUSIVE, PASS, REGRESSION, LogPath, sticky_path, verdict_path
@@ -158,91 +165,6 @@ def _epochs(history: History, bucket: str, wanted: Callable[[str, str], bool], f
     return out
 
 
-QueryEpochs = dict[int, dict[str, list[float]]]  # epoch index -> query key -> [n, Σx, Σx²] of one arm
-
-
-@dataclass(frozen=True)
-class Adjustment:
-    """What the adjustment for query difficulty of one pair reads: each arm's sessions per epoch and
-    query (DCG sums ``n``, ``x``, ``xx``) and each query's covariate (:func:`covariates`)."""
-
-    baseline: QueryEpochs
-    candidate: QueryEpochs
-    covariate: Mapping[str, float]
-
-
-def _query_epochs(history: History, bucket: str, wanted: Callable[[str, str], bool], first: int | None = None,
-                  last: int | None = None) -> QueryEpochs:
-    """As :func:`_epochs`, per query: epoch → query key → the summed DCG sums of its sessions there."""
-    out: QueryEpochs = {}
-    for index, rows in history.query_rows.get(bucket, {}).items():
-        if (first is not None and index < first) or (last is not None and index > last):
-            continue
-        by_query = out.setdefault(index, {})
-        for ranker, variant, query, n, x, xx in rows:
-            if wanted(ranker, variant):
-                total = by_query.get(query)
-                if total is None:
-                    by_query[query] = [n, x, xx]
-                else:
-                    total[0] += n
-                    total[1] += x
-                    total[2] += xx
-    return {index: by_query for index, by_query in out.items() if by_query}
-
-
-def covariates(history: History, start: int, config: CanaryConfig) -> dict[str, float]:
-    """Query key → its mean DCG@k over the scored sessions (any bucket, ranker and arm) of the
-    ``covariate_window`` before epoch ``start`` (the epochs ``start − window / width`` … ``start − 1``), for
-    the queries with at least ``covariate_min_sessions`` of them: fixed before the comparison starts."""
-    span = max(1, round(config.covariate_window / history.width))
-    key = (start, span, config.covariate_min_sessions)
-    cache = history.memo.setdefault("covariates", {})
-    if key not in cache:  # every bucket's comparison of one period reads the same covariates
-        cache[key] = _covariates(history, start, span, config.covariate_min_sessions)
-    found: dict[str, float] = cache[key]
-    return found
-
-
-def _covariates(history: History, start: int, span: int, least: int) -> dict[str, float]:
-    sums: dict[str, list[float]] = {}
-    for by_epoch in history.query_rows.values():
-        for index, rows in by_epoch.items():
-            if not start - span <= index < start:
-                continue
-            for _, _, query, n, x, _ in rows:
-                total = sums.setdefault(query, [0.0, 0.0])
-                total[0] += n
-                total[1] += x
-    return {query: x / n for query, (n, x) in sums.items() if round(n) >= least and round(n) > 0}
-
-
-def _with_covariate(by_query: Mapping[str, list[float]], covariate: Mapping[str, float]) -> np.ndarray:
-    """Over an epoch's sessions whose query has a covariate c: n, Σx, Σx², Σc, Σc², Σxc."""
-    n = x = xx = sc = scc = sxc = 0.0
-    for query, (count, total, square) in by_query.items():
-        c = covariate.get(query)
-        if c is not None:
-            n += count
-            x += total
-            xx += square
-            sc += count * c
-            scc += count * c * c
-            sxc += total * c
-    return np.array((n, x, xx, sc, scc, sxc))
-
-
-def _covariate_sums(plain: np.ndarray, with_c: np.ndarray) -> CovariateSums:
-    """An arm's :class:`CovariateSums` from its DCG sums (sessions, Σx, Σx²: every session) and those of
-    its sessions with a covariate; the rest are the sessions without (counts rounded: a session taken
-    back and re-added leaves float dust)."""
-    n0 = np.round(plain[..., 0] - with_c[..., 0])
-    some = n0 > 0
-    x0 = np.where(some, plain[..., 1] - with_c[..., 1], 0.0)
-    xx0 = np.where(some, np.maximum(plain[..., 2] - with_c[..., 2], 0.0), 0.0)
-    return CovariateSums.of(*(with_c[..., i] for i in range(6)), np.maximum(n0, 0.0), x0, xx0)
-
-
 def _total(epochs: Epochs) -> Stats:
     out: Stats = {}
     for stats in epochs.values():
@@ -308,12 +230,12 @@ def judge(baseline: Epochs, candidate: Epochs, looks: Sequence[int], grows: bool
     share = None
     if metric == "dcg" and adjust is not None and adjust.covariate:
         def covariate_values(by_query: Mapping[str, Any]) -> np.ndarray:
-            return _with_covariate(by_query, adjust.covariate)
+            return with_covariate(by_query, adjust.covariate)
 
         base_c = place(adjust.baseline, covariate_values, 6, grows)
         cand_c = place(adjust.candidate, covariate_values, 6, True)
-        base_path, cand_path = adjusted_mean_paths(_covariate_sums(base, base_c),
-                                                   _covariate_sums(cand, cand_c))
+        base_path, cand_path = adjusted_mean_paths(covariate_sums(base, base_c),
+                                                   covariate_sums(cand, cand_c))
         sessions = float(base[-1, :, 0].sum() + cand[-1, :, 0].sum())
         share = float(base_c[-1, :, 0].sum() + cand_c[-1, :, 0].sum()) / sessions if sessions > 0 else 0.0
         share = min(max(share, 0.0), 1.0) if share > 0 else None  # None: nothing to adjust with
@@ -363,8 +285,8 @@ def _adjustment(history: History, bucket: str, arms: tuple[Wanted, Wanted], peri
     comparison's first epoch), None when it is off or there is no query history."""
     if not config.adjust_queries or not history.queries or start is None:
         return None
-    return Adjustment(_query_epochs(history, bucket, arms[0], *periods[0]),
-                      _query_epochs(history, bucket, arms[1], *periods[1]),
+    return Adjustment(query_epochs(history, bucket, arms[0], *periods[0]),
+                      query_epochs(history, bucket, arms[1], *periods[1]),
                       covariates(history, start, config))
 
 
