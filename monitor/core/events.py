@@ -1,9 +1,8 @@
 """Event schemas (version 1): impression sessions, annotations and deploys, parsed once into typed values.
 
-Every field is validated here; a bad event raises :class:`EventError` naming the field and the reason,
-which the edges turn into a dead-letter record (stream) or a ``file:line`` message (offline). The
-documented shapes with examples are in ``docs/events.md``.
-"""
+Every field is validated here: a bad event raises :class:`EventError` (field, reason, code), which the
+edges turn into a dead-letter record (stream) or a ``file:line`` message (offline). Shapes and examples:
+``docs/events.md``."""
 
 from __future__ import annotations
 
@@ -36,13 +35,13 @@ class EventError(MonitorError):
         super().__init__(f"{field}: {reason}" if field else reason)
 
 
+SETTING_CODES = ("undeclared_variant", "undeclared_ranker")
+"""Codes of valid events the settings refuse (monitor.core.stream.join.undeclared_error)."""
 REASON_CODES = ("ts_out_of_range", "invalid_utf8", "invalid_json", "unknown_schema", "unknown_type",
                 "wrong_topic", "processing_error", "unknown_grade", "oversized", "too_many_items",
                 "non_finite", "bad_position", "duplicate_document", "missing_field", "wrong_type",
-                "invalid_value", "undeclared_variant", "undeclared_ranker")
+                "invalid_value", *SETTING_CODES)
 """The reason codes of dead letters: the ``reason`` label of ``search_relevance_dead_letters_total``."""
-SETTING_CODES = ("undeclared_variant", "undeclared_ranker")
-"""Codes of valid events the settings refuse (monitor.core.stream.join.undeclared_error)."""
 
 
 def _missing_or(value: object, expected: str) -> tuple[str, str]:
@@ -358,7 +357,6 @@ def _reject_constant(name: str) -> float:
 
 
 TOPIC_TYPES = {"impressions": Impression, "annotations": Annotation, "deploys": Deploy}
-_TYPE_NAMES = {Impression: "impression", Annotation: "annotation", Deploy: "deploy"}
 
 
 def expect_topic(event: Event, role: str) -> Event:
@@ -374,8 +372,8 @@ def expect_topic(event: Event, role: str) -> Event:
     """
     wanted = TOPIC_TYPES[role]
     if not isinstance(event, wanted):
-        raise EventError("type", f"{_TYPE_NAMES[type(event)]} event on the wrong topic "
-                                 f"({role} takes {_TYPE_NAMES[wanted]})", "wrong_topic")
+        raise EventError("type", f"{type(event).__name__.lower()} event on the wrong topic "
+                                 f"({role} takes {wanted.__name__.lower()})", "wrong_topic")
     return event
 
 
