@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from monitor.worker.settings import SettingsError
+from monitor.worker.settings import SettingsError, checked, refused, with_check
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,9 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Annotation requests into Label Studio tasks, Label Studio grades back into the "
                     "annotations topic. Settings: MONITOR_* environment variables (docs/annotate.md).",
     )
-    parser.add_argument("--check", action="store_true",
-                        help="validate the settings, print them (secrets hidden) and exit")
-    return parser
+    return with_check(parser)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -34,11 +32,9 @@ def main(argv: Sequence[str]) -> int:
     try:
         settings = load_annotate_settings(os.environ)
     except SettingsError as error:
-        sys.stderr.write(f"monitor annotate: {error}\n")
-        return 2
+        return refused("monitor annotate", error)
     if args.check:
-        sys.stdout.write(json.dumps(describe(settings), indent=2, ensure_ascii=False) + "\n")
-        return 0
+        return checked(describe(settings))
     logging.basicConfig(level=settings.worker.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("monitor.annotate").info("starting with %s", json.dumps(describe(settings)))

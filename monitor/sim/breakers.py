@@ -84,11 +84,14 @@ def _two_results(obj: dict[str, Any]) -> list[dict[str, Any]]:
     return results
 
 
-def duplicate_position(obj: dict[str, Any], rng: np.random.Generator) -> Broken:
-    results = _two_results(obj)
-    j = _pick(results, rng, start=1)
-    results[j]["position"] = results[j - 1]["position"]
-    return encode(obj), f"results[{j}].position: duplicate position"
+def repeated(field: str, reason: str) -> Breaker:
+    """A later result's ``field`` copied from the result before it."""
+    def breaker(obj: dict[str, Any], rng: np.random.Generator) -> Broken:
+        results = _two_results(obj)
+        j = _pick(results, rng, start=1)
+        results[j][field] = results[j - 1][field]
+        return encode(obj), f"results[{j}].{field}: {reason}"
+    return breaker
 
 
 def missing_position(obj: dict[str, Any], rng: np.random.Generator) -> Broken:
@@ -102,13 +105,6 @@ def gap_in_positions(obj: dict[str, Any], rng: np.random.Generator) -> Broken:
     for item in results[_pick(results, rng):]:
         item["position"] += 1
     return encode(obj), f"results: positions must be 1..{len(results)}; missing"
-
-
-def duplicate_doc(obj: dict[str, Any], rng: np.random.Generator) -> Broken:
-    results = _two_results(obj)
-    j = _pick(results, rng, start=1)
-    results[j]["doc_id"] = results[j - 1]["doc_id"]
-    return encode(obj), f"results[{j}].doc_id: document shown twice in one session"
 
 
 def too_many_results(obj: dict[str, Any], rng: np.random.Generator) -> Broken:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from monitor.core.canary import Comparison
-from monitor.worker.settings import SettingsError, load_settings
+from monitor.worker.settings import SettingsError, load_settings, refused
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,8 +77,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         settings = load_settings(os.environ, args.config)
     except SettingsError as error:
-        sys.stderr.write(f"monitor canary: {error}\n")
-        return 2
+        return refused("monitor canary", error)
     try:
         found = asyncio.run(fetch(settings))
     except OSError as error:

@@ -7,12 +7,11 @@ import asyncio
 import json
 import logging
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from monitor.worker.settings import SettingsError, describe, load_settings
+from monitor.worker.settings import SettingsError, checked, describe, load_settings, refused, with_check
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,9 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="monitor worker", description=__doc__,
         epilog="Settings come from --config (TOML) and MONITOR_* environment variables; see docs/worker.md.")
     parser.add_argument("--config", type=Path, help="TOML settings file (default: $MONITOR_CONFIG if set)")
-    parser.add_argument("--check", action="store_true",
-                        help="validate the settings, print them (secrets hidden) and exit")
-    return parser
+    return with_check(parser)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -30,11 +27,9 @@ def main(argv: Sequence[str]) -> int:
     try:
         settings = load_settings(os.environ, args.config)
     except SettingsError as error:
-        sys.stderr.write(f"monitor worker: {error}\n")
-        return 2
+        return refused("monitor worker", error)
     if args.check:
-        sys.stdout.write(json.dumps(describe(settings), indent=2, ensure_ascii=False) + "\n")
-        return 0
+        return checked(describe(settings))
     from faust.worker import Worker
 
     from monitor.worker.app import build
@@ -47,8 +42,7 @@ def main(argv: Sequence[str]) -> int:
                                                settings.replication_factor,
                                                security=settings.kafka_security()))
     except SettingsError as error:
-        sys.stderr.write(f"monitor worker: {error}\n")
-        return 2
+        return refused("monitor worker", error)
     runtime = build(replace(settings, partitions=partitions))
     logging.getLogger("monitor.worker").info("starting with %s", json.dumps(describe(settings)))
     worker = Worker(runtime.app, loglevel=level, quiet=True, redirect_stdouts=False)

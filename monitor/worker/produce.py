@@ -19,7 +19,7 @@ from dataclasses import replace
 from monitor.sim import SimConfig, generate
 from monitor.sim.records import SimEvent
 from monitor.worker.security import KafkaSecurity
-from monitor.worker.settings import SettingsError, load_settings
+from monitor.worker.settings import SettingsError, load_settings, refused
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,8 +76,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         settings = load_settings(os.environ)
     except SettingsError as error:
-        sys.stderr.write(f"monitor produce: {error}\n")
-        return 2
+        return refused("monitor produce", error)
     bootstrap = args.bootstrap or settings.kafka_bootstrap
     names = {"impressions": settings.topics.impressions, "annotations": settings.topics.annotations,
              "deploys": settings.topics.deploys}
@@ -87,16 +86,14 @@ def main(argv: Sequence[str]) -> int:
                            regression=args.regression, regression_bucket=args.bucket,
                            invalid_rate=args.invalid_rate)
     except ValueError as error:
-        sys.stderr.write(f"monitor produce: {error}\n")
-        return 2
+        return refused("monitor produce", error)
     from monitor.worker.topics import ensure_topics
 
     try:
         asyncio.run(ensure_topics(bootstrap, settings.topics, settings.partitions,
                                   settings.replication_factor, security=settings.kafka_security()))
     except SettingsError as error:
-        sys.stderr.write(f"monitor produce: {error}\n")
-        return 2
+        return refused("monitor produce", error)
     run = 0
     while True:
         this = replace(config, seed=config.seed + run, start_ts=config.start_ts + run * config.duration_s,

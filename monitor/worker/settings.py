@@ -9,7 +9,10 @@ with defaults, is in docs/worker.md (kept in step with :data:`ENV` by a test).
 
 from __future__ import annotations
 
+import argparse
+import json
 import ssl
+import sys
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -308,3 +311,22 @@ def _describe_redis(settings: WorkerSettings) -> dict[str, Any]:
     if url.scheme == "rediss":
         shown.update(cafile=settings.redis_ssl_cafile, certfile=settings.redis_ssl_certfile)
     return shown
+
+
+def refused(command: str, error: Exception) -> int:
+    """Exit status 2, after ``<command>: <error>`` on stderr: how a sub-command refuses its settings."""
+    sys.stderr.write(f"{command}: {error}\n")
+    return 2
+
+
+def with_check(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``parser`` with the ``--check`` every long-running sub-command takes (:func:`checked`)."""
+    parser.add_argument("--check", action="store_true",
+                        help="validate the settings, print them (secrets hidden) and exit")
+    return parser
+
+
+def checked(described: Mapping[str, Any]) -> int:
+    """Exit status 0, after the settings as :func:`describe` gives them (secrets hidden) on stdout."""
+    sys.stdout.write(json.dumps(described, indent=2, ensure_ascii=False) + "\n")
+    return 0
