@@ -16,12 +16,13 @@ Conventions every panel follows (the static test checks the first and the last):
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+
+from monitor.generated import write_or_check
 
 Json = dict[str, Any]
 
@@ -474,22 +475,8 @@ def built() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Write grafana/dashboards/*.json.")
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 if a committed file differs; write nothing")
-    args = parser.parse_args(argv)
-    stale = []
-    for name, content in built().items():
-        path = OUT / name
-        if path.exists() and path.read_text(encoding="utf-8") == content:
-            continue
-        stale.append(name)
-        if not args.check:
-            path.write_text(content, encoding="utf-8")
-    if args.check and stale:
-        print(f"out of date: {', '.join(stale)} (run python grafana/build_dashboards.py)", file=sys.stderr)
-        return 1
-    return 0
+    return write_or_check(argv, "Write grafana/dashboards/*.json.", OUT, built,
+                          "python grafana/build_dashboards.py")
 
 
 if __name__ == "__main__":

@@ -14,12 +14,13 @@ writes (``--check`` makes the same comparison). Needs PyYAML (in the ``test`` ex
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from monitor.generated import write_or_check
 
 HERE = Path(__file__).resolve().parent
 DEPLOY = HERE.parent
@@ -85,23 +86,8 @@ def generated() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Write deploy/kubernetes/prometheusrule.yaml and "
-                                                 "alertmanager-config.yaml.")
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 if a committed file differs; write nothing")
-    args = parser.parse_args(argv)
-    stale = []
-    for name, content in generated().items():
-        path = HERE / name
-        if path.exists() and path.read_text(encoding="utf-8") == content:
-            continue
-        stale.append(name)
-        if not args.check:
-            path.write_text(content, encoding="utf-8")
-    if args.check and stale:
-        print(f"out of date: {', '.join(stale)} (run python deploy/kubernetes/generate.py)", file=sys.stderr)
-        return 1
-    return 0
+    return write_or_check(argv, "Write deploy/kubernetes/prometheusrule.yaml and alertmanager-config.yaml.",
+                          HERE, generated, "python deploy/kubernetes/generate.py")
 
 
 if __name__ == "__main__":
