@@ -37,8 +37,9 @@ from redis.asyncio import Redis
 from monitor.core.events import decode_event
 from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import StreamConfig
+from monitor.pipeline.batch import Message
 from monitor.pipeline.memory import partition_of
-from monitor.pipeline.redis_state import Message, RedisState
+from monitor.pipeline.writer import RedisState
 from monitor.sim import SimConfig, simulate
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))

@@ -30,7 +30,7 @@ import faust
 from redis.asyncio import Redis
 
 from monitor.alerting.alertmanager import AlertmanagerClient
-from monitor.pipeline.redis_state import RedisState
+from monitor.pipeline.writer import RedisState
 from monitor.worker.backoff import Backoff
 from monitor.worker.canary import alert_loop
 from monitor.worker.http import HttpServer

@@ -16,7 +16,7 @@ from monitor.alerting.alertmanager import AlertmanagerClient
 from monitor.core.canary import CanaryConfig, Comparison, comparisons, detect_deploys
 from monitor.core.canary.alerts import AlertBook, AlertConfig
 from monitor.core.events import Deploy
-from monitor.pipeline.redis_state import RedisState
+from monitor.pipeline.writer import RedisState
 
 log = logging.getLogger("monitor.worker")
 

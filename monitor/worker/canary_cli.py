@@ -59,7 +59,7 @@ def table(rows: Sequence[Comparison]) -> str:
 async def fetch(settings: Any) -> list[Comparison]:
     from redis.asyncio import Redis
 
-    from monitor.pipeline.redis_state import RedisState
+    from monitor.pipeline.writer import RedisState
     from monitor.worker.canary import current
 
     redis = Redis.from_url(settings.redis_url, socket_connect_timeout=5, socket_timeout=30,

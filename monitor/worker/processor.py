@@ -34,7 +34,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from monitor.core.events import EventError, encode_annotation
 from monitor.core.stream.join import AnnotationRequest
-from monitor.pipeline.redis_state import Fenced, Message, Outbox, Outcome, RedisState, StateBehind
+from monitor.pipeline.batch import Fenced, Message, Outbox, Outcome, StateBehind
+from monitor.pipeline.writer import RedisState
 from monitor.worker.backoff import Backoff
 from monitor.worker.settings import Topics
 

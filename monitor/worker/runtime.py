@@ -14,7 +14,7 @@ import faust
 from redis.asyncio import Redis
 
 from monitor.export.snapshot import Snapshot
-from monitor.pipeline.redis_state import RedisState
+from monitor.pipeline.writer import RedisState
 from monitor.worker.canary import Verdicts, current
 from monitor.worker.metrics import PipelineView
 from monitor.worker.processor import Processor

@@ -11,7 +11,7 @@ import pytest
 from redis.asyncio import Redis
 
 from monitor.core.grades import SEED_SCALE
-from monitor.pipeline.redis_state import RedisState
+from monitor.pipeline.writer import RedisState
 from monitor.sim import SimConfig, simulate
 from tests.integration.test_redis_state import run_through_redis
 from tests.unit.test_declared_variants import DEAD_LETTER, DECLARED, PARTITIONS, Events, run, with_junk

@@ -16,8 +16,9 @@ from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.history import split_query
 from monitor.core.stream.join import AnnotationRequest
+from monitor.pipeline.batch import Message
 from monitor.pipeline.memory import MemoryPipeline, partition_of
-from monitor.pipeline.redis_state import Message, RedisState
+from monitor.pipeline.writer import RedisState
 from tests.unit.test_shared_grades import CONFIG as SHARED_CONFIG
 from tests.unit.test_shared_grades import brute_force, shared_stream
 from tests.unit.test_stream_core import interleave, random_stream
@@ -160,7 +161,7 @@ async def test_a_judgments_budget_in_redis_samples_and_spends_as_in_process(redi
         got = await state.snapshot()
         spent = {}
         for partition in range(partitions):
-            for key in await redis.keys(state._p(partition, "bud", "*")):
+            for key in await redis.keys(state.keys.p(partition, "bud", "*")):
                 period = int(key.decode().rsplit(":", 1)[1])
                 for bucket, used in (await redis.hgetall(key)).items():
                     spent[(partition, bucket.decode(), period)] = float(used)
@@ -293,7 +294,7 @@ async def test_a_quiet_partition_closes_in_redis_as_in_process(redis_url: str, p
         again = [await state.close_quiet(p) for p in range(partitions)]
         got = await state.snapshot()
         waiting, _ = await state.health()
-        wm = float(await redis.hget(state._p(0, "meta"), "wm"))
+        wm = float(await redis.hget(state.keys.p(0, "meta"), "wm"))
     finally:
         await redis.aclose()
     assert closed == [10] + [0] * (partitions - 1) and again == [0] * partitions
@@ -335,7 +336,7 @@ async def test_a_ghost_label_flood_in_redis_is_bounded_and_evicts_as_in_process(
         await run_through_redis(state, mixed, partitions)
         got = await state.snapshot()
         early_keys = [k async for k in redis.scan_iter(match=f"{state.prefix}:*:e:*", count=1000)]
-        waiting = [await redis.zcard(state._p(p, "early")) for p in range(partitions)]
+        waiting = [await redis.zcard(state.keys.p(p, "early")) for p in range(partitions)]
     finally:
         await redis.aclose()
     expected = memory.snapshot()
@@ -438,27 +439,27 @@ async def test_query_merge_is_idempotent_and_old_early_labels_stay_readable(redi
     redis = Redis.from_url(redis_url)
     try:
         state = RedisState(redis, TS_CONFIG, SEED_SCALE, 1, prefix=f"test-{uuid.uuid4().hex[:8]}")
-        keys = [state._q(query_key("q"), "labels"), state._q(query_key("q"), "label_ts")]
-        assert await state._query_merge(keys=keys, args=[repr(200.0), 60, "a", 3, "b", 1]) == [b"a", b"b"]
-        assert await state._query_merge(keys=keys, args=[repr(200.0), 60, "a", 3, "b", 1]) == [b"a", b"b"]
-        assert await state._query_merge(keys=keys, args=[repr(100.0), 60, "a", 0]) == []
-        assert await state._query_merge(keys=keys, args=["", 60, "b", 2]) == [b"b"]  # no ts: delivery
-        assert await state._query_merge(keys=keys, args=[repr(150.0), 60, "b", 0]) == []  # held ts stays
+        keys = [state.keys.q(query_key("q"), "labels"), state.keys.q(query_key("q"), "label_ts")]
+        assert await state.scripts.query_merge(keys=keys, args=[repr(200.0), 60, "a", 3, "b", 1]) == [b"a", b"b"]
+        assert await state.scripts.query_merge(keys=keys, args=[repr(200.0), 60, "a", 3, "b", 1]) == [b"a", b"b"]
+        assert await state.scripts.query_merge(keys=keys, args=[repr(100.0), 60, "a", 0]) == []
+        assert await state.scripts.query_merge(keys=keys, args=["", 60, "b", 2]) == [b"b"]  # no ts: delivery
+        assert await state.scripts.query_merge(keys=keys, args=[repr(150.0), 60, "b", 0]) == []  # held ts stays
         assert await redis.hgetall(keys[0]) == {b"a": b"3", b"b": b"2"}
         assert await redis.hgetall(keys[1]) == {b"a": b"200.0", b"b": b"200.0"}
 
         # stored by an older worker: early labels as a plain mapping, a record without the stamps
-        await redis.set(state._p(0, "e", "s1"), json.dumps({"a": 3, "b": 1}))
+        await redis.set(state.keys.p(0, "e", "s1"), json.dumps({"a": 3, "b": 1}))
         old = SessionRecord("s2", query_key("q-s2"), "tail", "r1", "control", 1000.0, 3, ["a", "b", "c"],
                             [3.0, 2.0, 1.0], 1300.0, labels={"a": 3, "b": 1})
-        await redis.set(state._p(0, "s", "s2"), old.to_json())
+        await redis.set(state.keys.p(0, "s", "s2"), old.to_json())
         assert "label_ts" not in old.to_json()
         for offset, (topic, _, value) in enumerate([shown("s1"), graded("s1", "c", 1, 5.0),
                                                     graded("s2", "c", 1, 5.0), graded("s2", "a", 0, 1.0)]):
             await state.handle(0, topic, offset, value)
         await state.advance(math.inf)
         got = await state.snapshot()
-        record = SessionRecord.from_json(await redis.get(state._p(0, "s", "s2")))
+        record = SessionRecord.from_json(await redis.get(state.keys.p(0, "s", "s2")))
     finally:
         await redis.aclose()
     assert record.labels == {"a": 0, "b": 1, "c": 1}  # a held grade without ts: a ts'd one replaces it

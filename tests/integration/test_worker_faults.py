@@ -54,7 +54,8 @@ from redis.asyncio import Redis
 from monitor.core.canary.alerts import AlertConfig, annotations_of
 from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import StreamConfig
-from monitor.pipeline.redis_state import Batch, Fenced, Message, Outcome, RedisState, StateBehind
+from monitor.pipeline.batch import Batch, Fenced, Message, Outcome, StateBehind
+from monitor.pipeline.writer import RedisState
 from monitor.services.alertmanager import AlertmanagerServer
 from monitor.services.install import BINARIES_OF, ensure_binaries
 from monitor.services.ports import free_port

@@ -1,0 +1,209 @@
+"""One partition's batch: the messages a batch is given, what handling each did, and what the batch's
+transitions change, merged, then encoded as the writes of one atomic commit (:meth:`Batch.ops`).
+
+Also the two reasons a batch is not committed: :class:`Fenced` (another commit reached the partition
+first) and :class:`StateBehind` (Redis lost writes the batch would build on).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from monitor.core.events import Annotation, Deploy, EventError
+from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.history import Seen, epoch_of, see
+from monitor.core.stream.join import Labels, Stamps, Transition
+from monitor.core.stream.rollup import slice_keys
+from monitor.core.stream.session import SessionRecord
+from monitor.core.stream.stats import is_removal
+from monitor.pipeline.keys import SEQ, Keys
+from monitor.pipeline.scripts import Ops, early_json
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What handling one message did: skipped (already applied), a dead letter, or a transition."""
+
+    skipped: bool = False
+    dead_letter: EventError | None = None
+    transition: Transition | None = None
+    fan_out: tuple[tuple[str, Annotation], ...] = ()  # (session id, annotation) to publish, keyed by session
+
+
+FanOut = list[tuple[str, Annotation]]
+Outbox = Callable[[Outcome], Sequence[bytes]]
+"""What a message's outcome must publish (dead letter, annotation requests, fan-out annotations), as
+opaque entries the adapter can send later: they are committed in the message's transaction."""
+
+
+@dataclass(frozen=True)
+class Message:
+    """One consumed message: where it came from, its bytes, the topic's role and its outbox."""
+
+    topic: str
+    offset: int
+    raw: bytes
+    role: str | None = None
+    outbox: Outbox | None = None
+
+
+class Fenced(Exception):
+    """Another commit reached the partition between this batch's read and its commit (a worker that lost
+    the partition in a rebalance and still writes, or any concurrent writer): nothing was written; read
+    again and redo the batch (what the other commit applied is then skipped)."""
+
+
+class StateBehind(Exception):
+    """Redis has applied ``topic``'s messages of ``partition`` only up to ``stored``, but the batch starts
+    at ``offset`` and nothing says there is no message in between: Redis lost acknowledged writes (a
+    crash with ``appendfsync everysec``, an older backup) while Kafka's committed offsets moved on. The
+    messages after ``stored`` must be applied first (the worker reads them from Kafka again)."""
+
+    def __init__(self, partition: int, topic: str, stored: int, offset: int) -> None:
+        super().__init__(f"{topic}[{partition}]: Redis has applied up to offset {stored}, "
+                         f"the next message is {offset}")
+        self.partition, self.topic, self.stored, self.offset = partition, topic, stored, offset
+
+
+@dataclass
+class Batch:
+    """What a batch's transitions change, merged: the last value of each record, early-label set,
+    deadline and watermark; sums of the aggregate, counter, sketch and budget increments."""
+
+    partition: int
+    watermark: float | None = None
+    records: dict[str, SessionRecord] = field(default_factory=dict)
+    early: dict[str, Labels | None] = field(default_factory=dict)
+    early_stamps: dict[str, Stamps] = field(default_factory=dict)  # the ts of each early label set's grades
+    deadlines: dict[str, float | None] = field(default_factory=dict)
+    slices: dict[tuple[str, int], dict[str, float]] = field(default_factory=dict)
+    added: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    removed: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    counters: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    epochs: dict[int, dict[str, float]] = field(default_factory=dict)
+    query_epochs: dict[int, dict[str, float]] = field(default_factory=dict)
+    seen: Seen = field(default_factory=dict)
+    sketch: dict[int, dict[str, float]] = field(default_factory=dict)
+    budget: dict[tuple[str, int], float] = field(default_factory=lambda: defaultdict(float))
+    deploys: list[Deploy] = field(default_factory=list)
+    entries: list[bytes] = field(default_factory=list)
+
+    def add(self, t: Transition, config: StreamConfig) -> None:
+        self.watermark = t.watermark
+        for record in t.records:
+            self.records[record.session_id] = record
+        for session_id, labels in t.early_labels.items():
+            self.early[session_id] = labels
+            self.early_stamps[session_id] = t.early_stamps.get(session_id, {})
+        for session_id in t.drop_early_labels:
+            self.early[session_id] = None
+            self.early_stamps.pop(session_id, None)
+        for session_id, deadline in t.deadlines.items():
+            self.deadlines[session_id] = deadline
+        for session_id in t.drop_deadlines:
+            self.deadlines[session_id] = None
+        for ts, group, delta in t.deltas:
+            for key in slice_keys(ts, config):
+                fields = self.slices.setdefault(key, defaultdict(float))
+                for name, value in delta.items():
+                    fields[f"{group}|{name}"] += value
+            removal = is_removal(delta)
+            totals = self.removed if removal else self.added
+            for name, value in delta.items():
+                totals[f"{group}|{name}"] += -value if removal else value
+            fields = self.epochs.setdefault(epoch_of(ts, config.epoch), defaultdict(float))
+            for name, value in delta.items():
+                fields[f"{group}|{name}"] += value
+        if config.query_history:
+            for ts, query_group, delta in t.query_deltas:
+                fields = self.query_epochs.setdefault(epoch_of(ts, config.epoch), defaultdict(float))
+                for name, value in delta.items():
+                    fields[f"{query_group}|{name}"] += value
+        if t.seen is not None:
+            see(self.seen, *t.seen)
+        for group, name, amount in t.counters:
+            self.counters[(group, name)] += amount
+        for index, cell in t.sketch:
+            cells = self.sketch.setdefault(index, defaultdict(float))
+            cells[cell] += 1.0
+        if t.budget is not None:
+            bucket, period, amount = t.budget
+            self.budget[(bucket, period)] += amount
+        self.deploys.extend(t.deploys)
+
+    def ops(self, keys: Keys, config: StreamConfig, offsets: Mapping[str, int],
+            fence: str | None = None) -> Ops:
+        """Everything the batch changed, its outbox entries and ``offsets`` as the writes of one
+        :data:`~monitor.pipeline.scripts.APPLY_OPS` call (every key is in the partition's hash slot).
+        ``fence``: the partition's commit counter as read before the batch (``None``: not fenced)."""
+        partition, ttl = self.partition, str(int(config.state_ttl))
+        ops = Ops()
+        meta = keys.p(partition, "meta")
+        if fence is not None:
+            ops.add("fence", meta, SEQ, fence)
+        if self.watermark is not None and math.isfinite(self.watermark):
+            ops.add("hset", meta, "wm", repr(self.watermark))
+        for session_id, record in self.records.items():
+            ops.add("set", keys.p(partition, "s", session_id), record.to_json(), ttl)
+        waiting = keys.p(partition, "early")
+        for session_id, labels in self.early.items():
+            if labels is None:
+                ops.add("del", keys.p(partition, "e", session_id))
+                ops.add("zrem", waiting, session_id)
+            else:
+                ops.add("set", keys.p(partition, "e", session_id),
+                        early_json(labels, self.early_stamps.get(session_id, {})), ttl)
+        arrived = [s for s, labels in self.early.items() if labels is not None]
+        if arrived:  # registered in arrival order, the oldest evicted beyond max_early_sessions
+            ops.add("early", waiting, meta, keys.p(partition, "e", ""), keys.p(partition, "cnt"),
+                    str(config.max_early_sessions), *arrived)
+        added = [a for s, d in self.deadlines.items() if d is not None for a in (repr(d), s)]
+        dropped = [s for s, d in self.deadlines.items() if d is None]
+        if added:
+            ops.add("zadd", keys.p(partition, "dl"), *added)
+        if dropped:
+            ops.add("zrem", keys.p(partition, "dl"), *dropped)
+        for (window, index), fields in self.slices.items():
+            key = keys.p(partition, "agg", window, index)
+            ops.add("hincr", key, *(a for name, value in fields.items() for a in (name, repr(value))))
+            ops.add("expire", key, str(int(config.windows[window] + 2 * config.slice_width(window))))
+        for direction, totals in (("add", self.added), ("rem", self.removed)):
+            if totals:
+                ops.add("hincr", keys.p(partition, direction),
+                        *(a for name, value in totals.items() for a in (name, repr(value))))
+        for kind, epochs in (("ep", self.epochs), ("qep", self.query_epochs)):
+            for index, fields in epochs.items():
+                key = keys.p(partition, kind, index)
+                ops.add("hincr", key, *(a for name, value in fields.items() for a in (name, repr(value))))
+                ops.add("expire", key, str(int(config.history + 2 * config.epoch)))
+        if self.seen:
+            seen = keys.p(partition, "seen")
+            ops.add("hmin", seen, *(a for (arm, ranker), (first, _) in self.seen.items()
+                                    for a in (f"first|{arm}|{ranker}", repr(first))))
+            ops.add("hmax", seen, *(a for (arm, ranker), (_, last) in self.seen.items()
+                                    for a in (f"last|{arm}|{ranker}", repr(last))))
+        if self.counters:
+            ops.add("hincr", keys.p(partition, "cnt"),
+                    *(a for (group, name), n in self.counters.items() for a in (f"{group}|{name}", repr(n))))
+        for index, cells in self.sketch.items():
+            key = keys.p(partition, "cms", index)
+            ops.add("hincr", key, *(a for cell, count in cells.items() for a in (cell, repr(count))))
+            ops.add("expire", key, str(int(config.frequency_window * 2)))
+        for (bucket, period), used in self.budget.items():
+            key = keys.p(partition, "bud", period)
+            ops.add("hincr", key, bucket, repr(used))
+            ops.add("expire", key, str(int(config.budget_period * 2)))
+        if self.deploys:
+            ops.add("rpush", keys.p(partition, "deploys"), *(json.dumps(
+                {"kind": d.kind, "ranker": d.ranker, "previous": d.previous, "ts": d.ts})
+                for d in self.deploys))
+        if self.entries:
+            ops.add("rpush", keys.p(partition, "outbox"), *(e.decode() for e in self.entries))
+        if offsets:
+            ops.add("hset", meta, *(a for topic, offset in offsets.items()
+                                    for a in (f"off:{topic}", str(offset))))
+        return ops

@@ -1,0 +1,45 @@
+"""The Redis key schema of the worker's state, and how values read back from Redis become text.
+
+Partition keys carry the partition as a Redis Cluster hash tag, ``srm:{p3}:…``, so one partition's
+session records (``s:<session>``), early labels (``e:<session>``, and the ``early`` zset of them by
+arrival), deadlines (``dl``), aggregate slices (``agg:<window>:<index>``), running totals (``add``,
+``rem``), epochs (``ep:<index>``, ``qep:<index>``), ranker spans (``seen``), counters (``cnt``), sketch
+(``cms:<index>``), budget (``bud:<period>``), deploys, outbox and ``meta`` (watermark ``wm``, applied
+offsets ``off:<topic>``, the commit counter :data:`SEQ`) live in one slot: one Lua call writes them all
+atomically. Per-query keys, ``srm:{q:<hash>}:…`` (``labels``, ``label_ts``, ``shared``, ``pending``), are
+in the query's own slot. ``srm:partitions`` is the set of partitions that hold state (what the readers
+walk).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+SEQ = "seq"
+"""The ``meta`` field counting a partition's fenced commits (compared and set by the commit script)."""
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The keys under one ``prefix`` (``srm`` unless several deployments share a Redis)."""
+
+    prefix: str = "srm"
+
+    @property
+    def partitions(self) -> str:
+        """The set of partitions that hold state."""
+        return f"{self.prefix}:partitions"
+
+    def p(self, partition: int, *parts: object) -> str:
+        """A key of ``partition``'s slot: ``srm:{p3}:s:<session>`` for ``p(3, "s", session)``."""
+        return ":".join([f"{self.prefix}:{{p{partition}}}", *map(str, parts)])
+
+    def q(self, key: str, part: str) -> str:
+        """A key of the query whose :func:`~monitor.core.stream.session.query_key` is ``key``."""
+        return f"{self.prefix}:{{q:{key}}}:{part}"
+
+
+def text(value: Any) -> str:
+    """A key, field or member as Redis returned it (bytes, unless the client decodes) as text."""
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,67 @@
+-- The writes of one commit (monitor/pipeline/scripts.py, Ops): ARGV[1] is a JSON list of
+-- [name, key index, args...], KEYS the keys the indices name (all in the partition's hash slot). The first
+-- op of a fenced commit is 'fence': compare-and-increment the partition's commit counter, or write nothing.
+local ops = cjson.decode(ARGV[1])
+for _, op in ipairs(ops) do
+  local name, key = op[1], KEYS[op[2]]
+  if name == 'fence' then  -- always the first op: compare-and-increment the partition's commit counter
+    local stored = redis.call('HGET', key, op[3]) or ''
+    if stored ~= op[4] then
+      return redis.error_reply('FENCED ' .. op[3] .. ' is ' .. stored .. ', expected ' .. op[4])
+    end
+    redis.call('HINCRBY', key, op[3], 1)
+  elseif name == 'hincr' then
+    for i = 3, #op, 2 do redis.call('HINCRBYFLOAT', key, op[i], op[i + 1]) end
+  elseif name == 'hset' then
+    for i = 3, #op, 2 do redis.call('HSET', key, op[i], op[i + 1]) end
+  elseif name == 'set' then
+    redis.call('SET', key, op[3], 'EX', op[4])
+  elseif name == 'del' then
+    redis.call('DEL', key)
+  elseif name == 'zadd' then
+    for i = 3, #op, 2 do redis.call('ZADD', key, op[i], op[i + 1]) end
+  elseif name == 'zrem' then
+    for i = 3, #op do redis.call('ZREM', key, op[i]) end
+  elseif name == 'expire' then
+    redis.call('EXPIRE', key, op[3])
+  elseif name == 'hmin' or name == 'hmax' then
+    for i = 3, #op, 2 do
+      local old = redis.call('HGET', key, op[i])
+      local new = tonumber(op[i + 1])
+      if not old or (name == 'hmin' and new < tonumber(old)) or (name == 'hmax' and new > tonumber(old)) then
+        redis.call('HSET', key, op[i], op[i + 1])
+      end
+    end
+  elseif name == 'early' then
+    -- sessions whose labels wait for their impression (KEYS: the partition's zset of them, by arrival):
+    -- register the new ones, then evict the oldest beyond the cap, counting their sessions and grades
+    local meta, prefix, counters, cap = op[3], op[4], op[5], tonumber(op[6])
+    for i = 7, #op do
+      if not redis.call('ZSCORE', key, op[i]) then
+        redis.call('ZADD', key, redis.call('HINCRBY', meta, 'eseq', 1), op[i])
+      end
+    end
+    local excess = redis.call('ZCARD', key) - cap
+    if excess > 0 then
+      local popped = redis.call('ZPOPMIN', key, excess)
+      local sessions, grades = 0, 0
+      for j = 1, #popped, 2 do
+        local raw = redis.call('GET', prefix .. popped[j])
+        if raw then
+          sessions = sessions + 1
+          local stored = cjson.decode(raw)
+          if type(stored[1]) == 'table' then stored = stored[1] end  -- [grades, their ts] (early_json)
+          for _ in pairs(stored) do grades = grades + 1 end
+          redis.call('DEL', prefix .. popped[j])
+        end
+      end
+      redis.call('HINCRBYFLOAT', counters, '|labels_dropped:evicted', grades)
+      redis.call('HINCRBYFLOAT', counters, '|early_sessions_evicted', sessions)
+    end
+  elseif name == 'rpush' then
+    for i = 3, #op do redis.call('RPUSH', key, op[i]) end
+  else
+    return redis.error_reply('unknown op ' .. tostring(name))
+  end
+end
+return #ops

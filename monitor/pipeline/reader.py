@@ -1,0 +1,159 @@
+"""The read model over the worker's Redis state: what the exporters, the HTTP server and the canary read.
+
+Every partition's keys summed or merged: the windows' aggregates (:meth:`Reader.snapshot`), the epochs
+and ranker spans the canary compares (:meth:`Reader.history`), the recorded deploys
+(:meth:`Reader.deploys`) and the join's health (:meth:`Reader.health`). Each reads the set of partitions,
+then pipelines its reads over all of them (a round trip per dependent step, none per partition), so
+several workers export one truth at any partition count.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+
+from monitor.core.canary import CanaryConfig, first_epoch
+from monitor.core.events import Deploy
+from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.history import History, Seen, epoch_of, merge_seen
+from monitor.core.stream.rollup import rollup, wanted_slices
+from monitor.core.stream.stats import Stats, add
+from monitor.export.snapshot import Snapshot
+from monitor.pipeline.keys import Keys, text
+
+
+class Reader:
+    """Reads of the state under ``keys`` (no writes)."""
+
+    def __init__(self, redis: Redis, config: StreamConfig, keys: Keys) -> None:
+        self.redis, self.config, self.keys = redis, config, keys
+
+    async def partitions_held(self) -> list[int]:
+        """The partitions that hold state, in order."""
+        return sorted(int(p) for p in await self.redis.smembers(self.keys.partitions))
+
+    async def watermarks(self, partitions: Sequence[int]) -> list[float | None]:
+        """Each partition's watermark (``None``: none yet), one round trip."""
+        if not partitions:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for partition in partitions:
+            pipe.hget(self.keys.p(partition, "meta"), "wm")
+        return [float(raw) if raw is not None else None for raw in await pipe.execute()]
+
+    async def health(self) -> tuple[int, int]:
+        """(sessions waiting in the join over all partitions, Redis used_memory in bytes)."""
+        partitions = await self.partitions_held()
+        pipe = self.redis.pipeline(transaction=False)
+        for partition in partitions:
+            pipe.zcard(self.keys.p(partition, "dl"))
+        pipe.info("memory")
+        *counts, info = await pipe.execute()
+        return sum(int(n) for n in counts), int(info.get("used_memory", 0))
+
+    async def deploys(self) -> list[Deploy]:
+        """Every deploy event the partitions recorded, oldest first (by event time)."""
+        partitions = await self.partitions_held()
+        pipe = self.redis.pipeline(transaction=False)
+        for partition in partitions:
+            pipe.lrange(self.keys.p(partition, "deploys"), 0, -1)
+        out = []
+        for raw in (r for rows in (await pipe.execute() if partitions else []) for r in rows):
+            obj = json.loads(raw)
+            out.append(Deploy(obj["kind"], obj["ranker"], float(obj["ts"]), obj.get("previous")))
+        return sorted(out, key=lambda d: d.ts)
+
+    async def history(self, deploys: Sequence[Deploy], canary: CanaryConfig) -> History:
+        """The epochs the comparisons of ``deploys`` and of the canaries seen may read (from
+        :func:`~monitor.core.canary.first_epoch` to the watermark's) and when each ranker was seen, summed
+        over partitions; rankers not seen within ``history`` of the watermark are left out."""
+        partitions = await self.partitions_held()
+        pipe = self.redis.pipeline(transaction=False)
+        for partition in partitions:
+            pipe.hget(self.keys.p(partition, "meta"), "wm")
+            pipe.hgetall(self.keys.p(partition, "seen"))
+        results = await pipe.execute() if partitions else []
+        marks = [float(raw) for raw in results[0::2] if raw is not None]
+        watermark = max(marks) if marks else -math.inf
+        parts: list[Seen] = []
+        for raw in results[1::2]:
+            spans: dict[tuple[str, str], list[float]] = {}
+            for key, value in raw.items():
+                end, arm, ranker = text(key).split("|", 2)
+                span = spans.setdefault((arm, ranker), [math.inf, -math.inf])
+                span[0 if end == "first" else 1] = float(value)
+            parts.append({k: (v[0], v[1]) for k, v in spans.items()
+                          if math.isfinite(v[0]) and v[1] >= watermark - self.config.history})
+        width = self.config.epoch
+        seen = merge_seen(parts)
+        first = first_epoch(History(width, {}, seen), deploys, canary)
+        if first is None or not math.isfinite(watermark):
+            return History(width, {}, seen)
+        indices = range(max(first, epoch_of(watermark - self.config.history, width)),
+                        epoch_of(watermark, width) + 1)
+        kinds = ("ep", "qep") if self.config.query_history and canary.adjust_queries else ("ep",)
+        pipe = self.redis.pipeline(transaction=False)
+        for partition in partitions:
+            for kind in kinds:
+                for index in indices:
+                    pipe.hgetall(self.keys.p(partition, kind, index))
+        read: dict[str, dict[int, dict[str, Stats]]] = {kind: {} for kind in ("ep", "qep")}
+        for position, raw in enumerate(await pipe.execute()):
+            kind = kinds[position // len(indices) % len(kinds)]
+            index = indices[position % len(indices)]
+            for group, stats in grouped(raw).items():
+                add(read[kind].setdefault(index, {}).setdefault(group, {}), stats)
+        return History(width, read["ep"], seen, read["qep"])
+
+    async def snapshot(self) -> Snapshot:
+        """Every window's slices merged over all partitions, with the counters and the running totals:
+        three round trips (the partitions, their watermarks, then every partition's keys)."""
+        partitions = await self.partitions_held()
+        watermark = max((w for w in await self.watermarks(partitions) if w is not None), default=-math.inf)
+        wanted = wanted_slices(watermark, self.config) if math.isfinite(watermark) else []
+        pipe = self.redis.pipeline(transaction=False)
+        for partition in partitions:
+            for window, index in wanted:
+                pipe.hgetall(self.keys.p(partition, "agg", window, index))
+            pipe.hgetall(self.keys.p(partition, "cnt"))
+            pipe.hgetall(self.keys.p(partition, "add"))
+            pipe.hgetall(self.keys.p(partition, "rem"))
+        results = await pipe.execute() if partitions else []
+        sliced = []
+        counters: dict[tuple[str, str], float] = {}
+        added: dict[str, Stats] = {}
+        removed: dict[str, Stats] = {}
+        per = len(wanted) + 3  # each partition's replies, in the order asked
+        for at in range(0, len(results), per):
+            rows = results[at:at + per]
+            sliced.append({key: grouped(raw) for key, raw in zip(wanted, rows, strict=False)})
+            for (group, name), value in pairs(rows[-3]).items():
+                counters[(group, name)] = counters.get((group, name), 0.0) + value
+            for target, raw in ((added, rows[-2]), (removed, rows[-1])):
+                for group, stats in grouped(raw).items():
+                    into = target.setdefault(group, {})
+                    for name, value in stats.items():
+                        into[name] = into.get(name, 0.0) + value
+        windows = rollup(sliced, watermark, self.config)
+        return Snapshot(self.config, watermark, windows, counters, added, removed)
+
+
+def pairs(raw: Mapping[Any, Any]) -> dict[tuple[str, str], float]:
+    """A hash of ``<group>|<name>`` fields as (group, name) → value."""
+    out = {}
+    for key, value in raw.items():
+        group, _, name = text(key).rpartition("|")
+        out[(group, name)] = float(value)
+    return out
+
+
+def grouped(raw: Mapping[Any, Any]) -> dict[str, dict[str, float]]:
+    """A hash of ``<group>|<name>`` fields as group → name → value."""
+    out: dict[str, dict[str, float]] = {}
+    for (group, name), value in pairs(raw).items():
+        out.setdefault(group, {})[name] = value
+    return out

@@ -1,0 +1,98 @@
+"""The Lua scripts the worker runs in Redis, and the encodings of what they read and write.
+
+The scripts are package data (``monitor/pipeline/lua/*.lua``), read here once:
+
+* :data:`APPLY_OPS` (``apply.lua``): every write of one partition's commit in one atomic call, encoded by
+  :class:`Ops`, fenced by the partition's commit counter;
+* :data:`SHARED_MERGE` (``shared_merge.lua``): one grading session's grades merged into its query's shared
+  grades (read back with :func:`parse_shared`);
+* :data:`QUERY_MERGE` (``query_merge.lua``): a query annotation's grades merged into the query's
+  judgments, the latest ``ts`` winning.
+
+Also the stored form of a session's early labels (:func:`early_json`, :func:`parse_early`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib.resources import files
+
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+
+from monitor.core.stream.join import Labels, SharedGrades, Stamps, merge_shared
+from monitor.pipeline.keys import text
+
+
+def _script(name: str) -> str:
+    return files("monitor.pipeline").joinpath("lua", name).read_text(encoding="utf-8")
+
+
+APPLY_OPS = _script("apply.lua")
+"""The writes of one commit: ``ARGV[1]`` is :attr:`Ops.ops` as JSON, ``KEYS`` is :attr:`Ops.keys`."""
+
+SHARED_MERGE = _script("shared_merge.lua")
+"""One session's grades into a query's ``shared`` hash; returns the documents it is now the earliest of."""
+
+QUERY_MERGE = _script("query_merge.lua")
+"""A query annotation's grades into its ``labels`` and ``label_ts``; returns the documents whose grade won."""
+
+
+class Ops:
+    """The writes of one commit as a list for :data:`APPLY_OPS`: ``[name, key index, args...]``."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self.ops: list[list[str | int]] = []
+        self._index: dict[str, int] = {}
+
+    def add(self, name: str, key: str, *args: str) -> None:
+        index = self._index.get(key)
+        if index is None:
+            self.keys.append(key)
+            index = self._index[key] = len(self.keys)
+        self.ops.append([name, index, *args])
+
+
+def early_json(labels: Labels, stamps: Stamps) -> str:
+    """A session's early labels as stored: the grades, or ``[grades, their ts]`` when some had a ts."""
+    return json.dumps([labels, stamps] if stamps else labels)
+
+
+def parse_early(raw: str | bytes) -> tuple[Labels, Stamps]:
+    """:func:`early_json` read back (a plain mapping: stored before the ts, or without any)."""
+    value = json.loads(raw)
+    if isinstance(value, list):
+        return value[0], value[1]
+    return value, {}
+
+
+def parse_shared(stored: Mapping[bytes | str, bytes | str]) -> SharedGrades:
+    """A query's ``shared`` hash (:data:`SHARED_MERGE`) as the core reads it."""
+    return {text(doc): {origin: (float(ts), int(level)) for origin, ts, level in json.loads(raw)}
+            for doc, raw in stored.items()}
+
+
+def merged_shared(entries: SharedGrades, write: tuple[str, str, float, Labels]) -> SharedGrades:
+    """``entries`` with one session's grades merged (a new mapping; ``entries`` is left as it is)."""
+    _, origin, ts, labels = write
+    out = dict(entries)
+    for doc, level in labels.items():
+        out[doc] = merge_shared(out.get(doc, {}), origin, ts, level)[0]
+    return out
+
+
+@dataclass(frozen=True)
+class Scripts:
+    """The three scripts registered with one client (each call runs by SHA, loaded again if Redis lost it)."""
+
+    apply_ops: AsyncScript
+    shared_merge: AsyncScript
+    query_merge: AsyncScript
+
+    @classmethod
+    def register(cls, redis: Redis) -> Scripts:
+        return cls(redis.register_script(APPLY_OPS), redis.register_script(SHARED_MERGE),
+                   redis.register_script(QUERY_MERGE))
