@@ -36,7 +36,7 @@ class EventError(MonitorError):
 
 
 SETTING_CODES = ("undeclared_variant", "undeclared_ranker")
-"""Codes of valid events the settings refuse (monitor.core.stream.join.undeclared_error)."""
+"""Codes of valid events the settings refuse (monitor.core.stream.admission.undeclared_error)."""
 REASON_CODES = ("ts_out_of_range", "invalid_utf8", "invalid_json", "unknown_schema", "unknown_type",
                 "wrong_topic", "processing_error", "unknown_grade", "oversized", "too_many_items",
                 "non_finite", "bad_position", "duplicate_document", "missing_field", "wrong_type",

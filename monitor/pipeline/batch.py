@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from monitor.core.events import Annotation, Deploy, EventError
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.history import Seen, epoch_of, see
-from monitor.core.stream.join import Labels, Stamps, Transition
+from monitor.core.stream.labels import Labels, Stamps
 from monitor.core.stream.rollup import slice_keys
 from monitor.core.stream.session import SessionRecord
 from monitor.core.stream.stats import is_removal
+from monitor.core.stream.transition import Transition
 from monitor.pipeline.keys import SEQ, Keys
 from monitor.pipeline.scripts import Ops, early_json
 

@@ -26,29 +26,23 @@ from monitor.core.events import (
     expect_topic,
 )
 from monitor.core.grades import Scale
+from monitor.core.stream.admission import future_error, past_error, undeclared_error
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.history import History, Seen, add_epoch, prune_epochs, prune_seen, see
-from monitor.core.stream.join import (
-    AnnotationRequest,
+from monitor.core.stream.join import close_step, quiet_horizon, step
+from monitor.core.stream.labels import (
     Labels,
-    Loaded,
     SharedGrades,
     Stamps,
-    Transition,
-    close_step,
     fan_out_annotation,
-    future_error,
     merge_grades,
     merge_shared,
-    past_error,
-    quiet_horizon,
     shared_refresh,
-    step,
-    undeclared_error,
 )
 from monitor.core.stream.partition import partition_for
 from monitor.core.stream.rollup import rollup, slice_keys, wanted_slices
 from monitor.core.stream.stats import Stats, add, is_removal
+from monitor.core.stream.transition import AnnotationRequest, Loaded, Transition
 from monitor.export.snapshot import Snapshot
 from monitor.pipeline.partition_state import PartitionState
 

@@ -15,17 +15,10 @@ from dataclasses import dataclass, field
 
 from monitor.core.events import Annotation, Event, Impression
 from monitor.core.stream.config import StreamConfig
-from monitor.core.stream.join import (
-    Labels,
-    Loaded,
-    SharedGrades,
-    Stamps,
-    Transition,
-    budget_period,
-    frequency_slices,
-    next_watermark,
-)
+from monitor.core.stream.join import budget_period, frequency_slices, next_watermark
+from monitor.core.stream.labels import Labels, SharedGrades, Stamps
 from monitor.core.stream.session import SessionRecord, query_key
+from monitor.core.stream.transition import Loaded, Transition
 
 
 @dataclass

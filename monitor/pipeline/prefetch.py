@@ -16,14 +16,8 @@ from redis.asyncio import Redis
 
 from monitor.core.events import Annotation, Event, Impression
 from monitor.core.stream.config import StreamConfig
-from monitor.core.stream.join import (
-    Labels,
-    SharedGrades,
-    Stamps,
-    budget_period,
-    frequency_cells,
-    frequency_slices,
-)
+from monitor.core.stream.join import budget_period, frequency_cells, frequency_slices
+from monitor.core.stream.labels import Labels, SharedGrades, Stamps
 from monitor.core.stream.session import SessionRecord, query_key
 from monitor.core.stream.sketch import cell_field
 from monitor.pipeline.keys import Keys, text

@@ -15,17 +15,16 @@ from redis.asyncio import Redis
 
 from monitor.core.grades import Scale
 from monitor.core.stream.config import StreamConfig
-from monitor.core.stream.join import (
+from monitor.core.stream.labels import (
     SHARED_KEEP,
     Labels,
-    Loaded,
     SharedGrades,
-    Transition,
     fan_out_annotation,
     fan_outs,
     shared_grades,
     shared_refresh,
 )
+from monitor.core.stream.transition import Loaded, Transition
 from monitor.pipeline.batch import FanOut
 from monitor.pipeline.keys import Keys, text
 from monitor.pipeline.scripts import Scripts, parse_shared

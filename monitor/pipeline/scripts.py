@@ -22,7 +22,7 @@ from importlib.resources import files
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
-from monitor.core.stream.join import Labels, SharedGrades, Stamps, merge_shared
+from monitor.core.stream.labels import Labels, SharedGrades, Stamps, merge_shared
 from monitor.pipeline.keys import text
 
 

@@ -41,19 +41,12 @@ from monitor.core.events import (
     expect_topic,
 )
 from monitor.core.grades import Scale
+from monitor.core.stream.admission import future_error, past_error, undeclared_error
 from monitor.core.stream.config import StreamConfig
-from monitor.core.stream.join import (
-    Loaded,
-    Transition,
-    close_step,
-    future_error,
-    merge_grades,
-    past_error,
-    quiet_horizon,
-    step,
-    undeclared_error,
-)
+from monitor.core.stream.join import close_step, quiet_horizon, step
+from monitor.core.stream.labels import merge_grades
 from monitor.core.stream.session import SessionRecord
+from monitor.core.stream.transition import Loaded, Transition
 from monitor.pipeline.batch import Batch, Fenced, Message, Outbox, Outcome, StateBehind
 from monitor.pipeline.keys import SEQ, Keys, text
 from monitor.pipeline.prefetch import prefetch
@@ -71,7 +64,7 @@ class RedisState(Reader):
         super().__init__(redis, config, Keys(prefix))
         self.scale, self.partitions = scale, partitions
         self.prefix, self.limits = prefix, limits
-        self.clock = clock  # the wall clock of the max_future rule (join.future_error); None: no check
+        self.clock = clock  # the wall clock of the max_future rule (admission.future_error); None: no check
         self._registered: set[int] = set()  # partitions already in the global set (one SADD each)
         self.scripts = Scripts.register(redis)
 

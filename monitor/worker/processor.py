@@ -33,7 +33,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from monitor.core.events import EventError, encode_annotation
-from monitor.core.stream.join import AnnotationRequest
+from monitor.core.stream.transition import AnnotationRequest
 from monitor.pipeline.batch import Fenced, Message, Outbox, Outcome, StateBehind
 from monitor.pipeline.writer import RedisState
 from monitor.worker.backoff import Backoff

@@ -15,7 +15,7 @@ from monitor.core.events import Deploy
 from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.history import split_query
-from monitor.core.stream.join import AnnotationRequest
+from monitor.core.stream.transition import AnnotationRequest
 from monitor.pipeline.batch import Message
 from monitor.pipeline.memory import MemoryPipeline, partition_of
 from monitor.pipeline.writer import RedisState

@@ -16,7 +16,8 @@ from prometheus_client import CollectorRegistry
 from monitor.core.events import Impression, Result
 from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import ConfigError, StreamConfig
-from monitor.core.stream.join import Loaded, budget_period, step
+from monitor.core.stream.join import budget_period, step
+from monitor.core.stream.transition import Loaded
 from monitor.demo import cli as demo_cli
 from monitor.demo import replay_cli
 from monitor.demo.settings import DemoSettings, stream_config

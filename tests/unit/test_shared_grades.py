@@ -21,7 +21,7 @@ from monitor.core.events import Annotation, EventError, decode_event, encode_ann
 from monitor.core.grades import SEED_SCALE
 from monitor.core.metrics import dcg, ndcg, pair_counts
 from monitor.core.stream.config import ConfigError, StreamConfig
-from monitor.core.stream.join import SHARED_KEEP, merge_shared, shared_grades, shared_refresh
+from monitor.core.stream.labels import SHARED_KEEP, merge_shared, shared_grades, shared_refresh
 from monitor.core.stream.session import query_key
 from monitor.core.stream.stats import summarise
 from monitor.pipeline.memory import MemoryPipeline

@@ -14,7 +14,7 @@ Per event:
   for the top-k documents not judged yet, or a scored one if early or query-level labels already cover
   its top k; an impression of a variant or ranker the settings do not declare (:func:`undeclared`) is
   only counted, under ``other``, never sampled (or, by configuration, a dead letter before the step:
-  :func:`undeclared_error`);
+  :func:`~monitor.core.stream.admission.undeclared_error`);
 * session annotation: merged into the session (:func:`merge_grades`: the grade with the latest ``ts``
   wins, ties and grades without ``ts`` by delivery; a grade that loses is counted ``stale_labels`` and
   changes nothing; the first grade of a requested document counts as a judgment received); a complete
@@ -36,219 +36,19 @@ Per event:
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass, field
-from functools import lru_cache
 
-from monitor.core.events import Annotation, Deploy, Event, EventError, Impression, Label
+from monitor.core.events import Annotation, Event, Impression
 from monitor.core.grades import Scale, TrecScale
 from monitor.core.judged import JudgedList
+from monitor.core.stream.admission import ranker_regex, undeclared
 from monitor.core.stream.config import OTHER, StreamConfig
 from monitor.core.stream.history import arm_of
+from monitor.core.stream.labels import Labels, merge_grades, shared_grades
 from monitor.core.stream.session import SessionRecord, query_key
 from monitor.core.stream.sketch import Cell, cell_field, classify, estimate, sketch_cells
 from monitor.core.stream.stats import Stats, expired_stats, negated, session_stats
+from monitor.core.stream.transition import AnnotationRequest, Loaded, Transition
 from monitor.core.stream.windows import slice_index, window_slices
-
-Labels = dict[str, int]
-Stamps = dict[str, float]  # document → the ``ts`` of the grade held (only grades that came with one)
-# a query's shared grades: document → grading session → (that session's impression time, grade level)
-SharedGrades = dict[str, dict[str, tuple[float, int]]]
-SHARED_KEEP = 2  # grading sessions kept per document: the two earliest (enough for every session's view)
-
-
-def _rank(origin: str, entry: tuple[float, int]) -> tuple[float, str]:
-    return entry[0], origin
-
-
-def shared_grades(entries: SharedGrades, exclude: str) -> Labels:
-    """The grades a session of the query takes from other sessions: per document, the grade of the
-    session with the earliest impression (ties: the smallest session id) among those that graded it,
-    ``exclude`` (the session itself, whose own grade wins anyway) left out. Each grading session's entry
-    is its current own grade (a correction replaces it), so the result depends on the sessions' final
-    grades, not on their arrival order; a later session's different grade does not replace the first one
-    for the others (a query-level judgment does).
-
-    >>> shared_grades({"d1": {"s1": (10.0, 3), "s2": (20.0, 1)}, "d2": {"s3": (5.0, 2)}}, exclude="s3")
-    {'d1': 3}
-    """
-    out: Labels = {}
-    for doc, origins in entries.items():
-        candidates = [(_rank(o, e), e[1]) for o, e in origins.items() if o != exclude]
-        if candidates:
-            out[doc] = min(candidates)[1]
-    return out
-
-
-def merge_shared(origins: dict[str, tuple[float, int]], origin: str, ts: float, level: int
-                 ) -> tuple[dict[str, tuple[float, int]], bool]:
-    """One grading session's grade of a document merged into the document's entries: the
-    :data:`SHARED_KEEP` earliest grading sessions are kept (no view ever needs a later one), and whether
-    ``origin`` is now the earliest (its grade is what the query's other sessions take, so they must be
-    told). The same rule runs in Redis (``SHARED_MERGE`` in :mod:`monitor.pipeline.scripts`).
-
-    >>> merge_shared({"s1": (10.0, 3)}, "s0", 5.0, 1)
-    ({'s0': (5.0, 1), 's1': (10.0, 3)}, True)
-    >>> merge_shared({"s0": (5.0, 1), "s1": (10.0, 3)}, "s2", 7.0, 2)
-    ({'s0': (5.0, 1), 's2': (7.0, 2)}, False)
-    """
-    merged = {**origins, origin: (ts, level)}
-    kept = sorted(merged.items(), key=lambda item: _rank(*item))[:SHARED_KEEP]
-    return dict(kept), kept[0][0] == origin
-
-
-def merge_grades(held: Labels, stamps: Stamps, labels: Labels, ts: float | None
-                 ) -> tuple[Labels, Stamps, Labels, int]:
-    """Grades of one annotation (all with the annotation's ``ts``, or none) merged into a store's grades
-    (a session's own, its early labels, its query's judgments): returns the merged grades, their stamps,
-    the grades that won and how many lost. A grade with ``ts`` replaces the held one unless the held
-    one's ``ts`` is later (a tie: the later delivered wins); a grade without ``ts`` replaces the held one
-    and the held ``ts`` stays, so an older grade re-sent with its ``ts`` still loses. So for grades that
-    carry ``ts``, the result does not depend on their delivery order. New mappings; inputs unchanged.
-
-    >>> merge_grades({"d1": 1}, {"d1": 20.0}, {"d1": 3, "d2": 2}, 10.0)
-    ({'d1': 1, 'd2': 2}, {'d1': 20.0, 'd2': 10.0}, {'d2': 2}, 1)
-    >>> merge_grades({"d1": 1}, {"d1": 20.0}, {"d1": 3}, None)
-    ({'d1': 3}, {'d1': 20.0}, {'d1': 3}, 0)
-    """
-    merged, new_stamps, won, stale = dict(held), dict(stamps), {}, 0
-    for doc, level in labels.items():
-        if ts is not None and stamps.get(doc, -math.inf) > ts:
-            stale += 1
-            continue
-        merged[doc] = won[doc] = level
-        if ts is not None:
-            new_stamps[doc] = ts
-    return merged, new_stamps, won, stale
-
-
-@dataclass(frozen=True)
-class AnnotationRequest:
-    """Ask annotators to grade the documents of a session's top k that have no grade yet (published to
-    the requests topic). ``judged``: how many of its top k were already graded (by early session labels or
-    by the query's judgments), so ``judged + len(docs)`` is the number of documents it showed in its top
-    ``k``."""
-
-    session_id: str
-    query: str
-    bucket: str
-    ranker: str
-    variant: str
-    k: int
-    docs: list[str]
-    judged: int
-    ts: float
-
-
-@dataclass
-class Loaded:
-    """The state one step reads; ``due`` are pending sessions with deadline ≤ the new watermark."""
-
-    watermark: float = -math.inf
-    record: SessionRecord | None = None
-    early_labels: Labels = field(default_factory=dict)
-    early_stamps: Stamps = field(default_factory=dict)
-    query_labels: Labels = field(default_factory=dict)
-    query_stamps: Stamps = field(default_factory=dict)
-    shared: SharedGrades = field(default_factory=dict)  # the query's shared grades (impressions, refreshes)
-    sketch: list[dict[str, float]] = field(default_factory=list)
-    budget_used: dict[str, float] = field(default_factory=dict)  # bucket -> spent this period (budget_unit)
-    due: list[SessionRecord] = field(default_factory=list)
-
-
-@dataclass
-class Transition:
-    """Everything a step writes; committed atomically with the offset."""
-
-    watermark: float
-    records: list[SessionRecord] = field(default_factory=list)
-    early_labels: dict[str, Labels] = field(default_factory=dict)
-    early_stamps: dict[str, Stamps] = field(default_factory=dict)  # with each early_labels entry
-    drop_early_labels: list[str] = field(default_factory=list)
-    deadlines: dict[str, float] = field(default_factory=dict)
-    drop_deadlines: list[str] = field(default_factory=list)
-    deltas: list[tuple[float, str, Stats]] = field(default_factory=list)  # (event ts, group, stats)
-    query_deltas: list[tuple[float, str, Stats]] = field(default_factory=list)  # (ts, group|query, n x xx)
-    counters: list[tuple[str, str, float]] = field(default_factory=list)  # (group or "", name, delta)
-    sketch: list[tuple[int, str]] = field(default_factory=list)           # (slice, cell field) += 1
-    budget: tuple[str, int, float] | None = None                          # (bucket, period, amount) += amount
-    query_labels: tuple[str, Labels] | None = None                        # (query key, labels) merged
-    query_ts: float | None = None                                         # the query annotation's ts
-    shared: tuple[str, str, float, Labels] | None = None  # (query key, session, its ts, own grades changed)
-    pending_queries: list[tuple[str, str]] = field(default_factory=list)  # (query key, session id)
-    requests: list[AnnotationRequest] = field(default_factory=list)
-    deploys: list[Deploy] = field(default_factory=list)
-    seen: tuple[str, str, float] | None = None                            # (arm, ranker, ts) of an impression
-
-
-def future_error(event: Event, now: float | None, config: StreamConfig) -> EventError | None:
-    """An impression or deploy more than ``max_future`` ahead of the wall clock ``now`` (None: no clock,
-    no check) is a dead letter ``ts_out_of_range``: one event with a wrong clock would otherwise move its
-    partition's watermark past every deadline and window (or start a deploy's period in the future)."""
-    if now is None or not isinstance(event, Impression | Deploy) or event.ts <= now + config.max_future:
-        return None
-    return EventError("ts", f"out of range: {event.ts - now:.0f} s ahead of the wall clock "
-                            f"(max_future is {config.max_future:g} s)", "ts_out_of_range")
-
-
-@lru_cache(maxsize=16)
-def _ranker_regex(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
-
-
-def undeclared(event: Impression, config: StreamConfig) -> tuple[str, str] | None:
-    """Which part of an impression is not declared, as (reason, what the settings declare): ``variant``
-    if its variant (``control`` when it has none) is not one of ``variants`` (empty: any variant is),
-    else ``ranker`` if its ranker does not match ``ranker_pattern`` in full; None if both are declared.
-
-    >>> config = StreamConfig(ranker_pattern="ranker-[0-9]+")
-    >>> undeclared(Impression("s", "q", "ranker-1", 0.0, (), variant="exp-7"), config)
-    ('variant', 'control, canary')
-    >>> undeclared(Impression("s", "q", "ranker-x", 0.0, ()), config)
-    ('ranker', 'ranker-[0-9]+')
-    >>> undeclared(Impression("s", "q", "ranker-1", 0.0, (), variant="canary"), config) is None
-    True
-    """
-    if config.variants and (event.variant or "control") not in config.variants:
-        return "variant", ", ".join(config.variants)
-    pattern = config.ranker_pattern
-    if pattern is not None and _ranker_regex(pattern).fullmatch(event.ranker) is None:
-        return "ranker", pattern
-    return None
-
-
-def _shown(text: str) -> str:
-    return repr(text) if len(text) <= 64 else f"{text[:61]!r}..."
-
-
-def undeclared_error(event: Event, config: StreamConfig) -> EventError | None:
-    """With ``undeclared = "dead_letter"``: an impression whose variant or ranker is not declared
-    (:func:`undeclared`) is a dead letter ``undeclared_variant`` or ``undeclared_ranker`` (with
-    ``undeclared = "other"`` the step counts it as ``other`` instead, see :func:`_on_impression`)."""
-    if config.undeclared != "dead_letter" or not isinstance(event, Impression):
-        return None
-    found = undeclared(event, config)
-    if found is None:
-        return None
-    reason, declared = found
-    if reason == "variant":
-        return EventError("variant", f"undeclared variant {_shown(event.variant or 'control')}: the "
-                                     f"declared variants are {declared} (setting variants)",
-                          code="undeclared_variant")
-    return EventError("ranker", f"undeclared ranker {_shown(event.ranker)}: it does not match "
-                                f"ranker_pattern {declared!r}", code="undeclared_ranker")
-
-
-def past_error(event: Event, watermark: float, config: StreamConfig) -> EventError | None:
-    """An impression older than ``state_ttl`` behind its partition's watermark is a dead letter
-    ``ts_out_of_range``: its session would be forgotten before it could be labelled, and it would
-    spend the budget meant for live traffic."""
-    if not isinstance(event, Impression) or not math.isfinite(watermark):
-        return None
-    if event.ts >= watermark - config.state_ttl:
-        return None
-    return EventError("ts", f"out of range: {watermark - event.ts:.0f} s behind its partition's event time "
-                            f"(state_ttl is {config.state_ttl:g} s)", "ts_out_of_range")
 
 
 def max_level(scale: Scale) -> float:
@@ -259,30 +59,6 @@ def max_level(scale: Scale) -> float:
 
 def next_watermark(watermark: float, event: Event) -> float:
     return max(watermark, event.ts) if isinstance(event, Impression) else watermark
-
-
-def fan_out_annotation(session_id: str, labels: Labels, scale: Scale, ts: float | None = None) -> Annotation:
-    """A query-level judgment restated as a session annotation for one session of the query (``ts``: the
-    judgment's, so the session applies the latest-``ts`` rule to its query grades too)."""
-    grades = tuple(Label(doc, scale.parse(level)) for doc, level in sorted(labels.items()))
-    return Annotation(grades, session_id=session_id, ts=ts, from_query=True)
-
-
-def fan_outs(session_id: str, labels: Labels, stamps: Stamps, scale: Scale) -> list[Annotation]:
-    """Query judgments with their own ``ts`` each (a re-read of the query's store) as fan-out
-    annotations: one per ``ts`` (grades without one together, first)."""
-    by_ts: dict[float | None, Labels] = {}
-    for doc, level in labels.items():
-        by_ts.setdefault(stamps.get(doc), {})[doc] = level
-    return [fan_out_annotation(session_id, by_ts[ts], scale, ts)
-            for ts in sorted(by_ts, key=lambda t: -math.inf if t is None else t)]
-
-
-def shared_refresh(session_id: str, key: str, labels: Labels, scale: Scale) -> Annotation:
-    """Tell one session of a query that the query's shared grades changed (``labels``: what changed, for
-    the record; the session reads the query's shared grades from the state when it processes this)."""
-    grades = tuple(Label(doc, scale.parse(level)) for doc, level in sorted(labels.items()))
-    return Annotation(grades, session_id=session_id, query_key=key)
 
 
 def frequency_cells(query: str, config: StreamConfig) -> list[Cell]:
@@ -371,7 +147,7 @@ def _on_undeclared(event: Impression, reason: str, loaded: Loaded, config: Strea
                                             * partitions, config.head_min_frequency,
                                             config.torso_min_frequency)
     pattern = config.ranker_pattern
-    ranker = event.ranker if pattern is None or _ranker_regex(pattern).fullmatch(event.ranker) else OTHER
+    ranker = event.ranker if pattern is None or ranker_regex(pattern).fullmatch(event.ranker) else OTHER
     variant = event.variant or "control"
     if config.variants and variant not in config.variants:
         variant = OTHER

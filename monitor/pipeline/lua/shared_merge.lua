@@ -1,6 +1,6 @@
 -- One grading session's grades merged into a query's shared grades (KEYS[1], a hash: document -> JSON list
 -- of [session, ts as text, level], the earliest first), keeping the SHARED_KEEP earliest sessions per
--- document, as monitor.core.stream.join.merge_shared does; returns the documents whose earliest grading
+-- document, as monitor.core.stream.labels.merge_shared does; returns the documents whose earliest grading
 -- session is now this one (the query's other sessions must read them again). ARGV: session, its
 -- impression ts (Python's repr: compared as a double, kept as text so no digit is lost), the TTL, the
 -- number kept, then document and level pairs.

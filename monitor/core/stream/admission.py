@@ -1,0 +1,83 @@
+"""Which events the join admits: the checks that make a valid event a dead letter before the step (a
+clock too far ahead or an impression too far behind its partition: ``ts_out_of_range``; with
+``undeclared = "dead_letter"`` a variant or ranker the settings do not declare), and :func:`undeclared`,
+which the step also uses to count such impressions under ``other``."""
+
+from __future__ import annotations
+
+import math
+import re
+from functools import lru_cache
+
+from monitor.core.events import Deploy, Event, EventError, Impression
+from monitor.core.stream.config import StreamConfig
+
+
+def future_error(event: Event, now: float | None, config: StreamConfig) -> EventError | None:
+    """An impression or deploy more than ``max_future`` ahead of the wall clock ``now`` (None: no clock,
+    no check) is a dead letter ``ts_out_of_range``: one event with a wrong clock would otherwise move its
+    partition's watermark past every deadline and window (or start a deploy's period in the future)."""
+    if now is None or not isinstance(event, Impression | Deploy) or event.ts <= now + config.max_future:
+        return None
+    return EventError("ts", f"out of range: {event.ts - now:.0f} s ahead of the wall clock "
+                            f"(max_future is {config.max_future:g} s)", "ts_out_of_range")
+
+
+@lru_cache(maxsize=16)
+def ranker_regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def undeclared(event: Impression, config: StreamConfig) -> tuple[str, str] | None:
+    """Which part of an impression is not declared, as (reason, what the settings declare): ``variant``
+    if its variant (``control`` when it has none) is not one of ``variants`` (empty: any variant is),
+    else ``ranker`` if its ranker does not match ``ranker_pattern`` in full; None if both are declared.
+
+    >>> config = StreamConfig(ranker_pattern="ranker-[0-9]+")
+    >>> undeclared(Impression("s", "q", "ranker-1", 0.0, (), variant="exp-7"), config)
+    ('variant', 'control, canary')
+    >>> undeclared(Impression("s", "q", "ranker-x", 0.0, ()), config)
+    ('ranker', 'ranker-[0-9]+')
+    >>> undeclared(Impression("s", "q", "ranker-1", 0.0, (), variant="canary"), config) is None
+    True
+    """
+    if config.variants and (event.variant or "control") not in config.variants:
+        return "variant", ", ".join(config.variants)
+    pattern = config.ranker_pattern
+    if pattern is not None and ranker_regex(pattern).fullmatch(event.ranker) is None:
+        return "ranker", pattern
+    return None
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 64 else f"{text[:61]!r}..."
+
+
+def undeclared_error(event: Event, config: StreamConfig) -> EventError | None:
+    """With ``undeclared = "dead_letter"``: an impression whose variant or ranker is not declared
+    (:func:`undeclared`) is a dead letter ``undeclared_variant`` or ``undeclared_ranker`` (with
+    ``undeclared = "other"`` the step counts it as ``other`` instead, see :func:`monitor.core.stream.join.step`)."""
+    if config.undeclared != "dead_letter" or not isinstance(event, Impression):
+        return None
+    found = undeclared(event, config)
+    if found is None:
+        return None
+    reason, declared = found
+    if reason == "variant":
+        return EventError("variant", f"undeclared variant {_shown(event.variant or 'control')}: the "
+                                     f"declared variants are {declared} (setting variants)",
+                          code="undeclared_variant")
+    return EventError("ranker", f"undeclared ranker {_shown(event.ranker)}: it does not match "
+                                f"ranker_pattern {declared!r}", code="undeclared_ranker")
+
+
+def past_error(event: Event, watermark: float, config: StreamConfig) -> EventError | None:
+    """An impression older than ``state_ttl`` behind its partition's watermark is a dead letter
+    ``ts_out_of_range``: its session would be forgotten before it could be labelled, and it would
+    spend the budget meant for live traffic."""
+    if not isinstance(event, Impression) or not math.isfinite(watermark):
+        return None
+    if event.ts >= watermark - config.state_ttl:
+        return None
+    return EventError("ts", f"out of range: {watermark - event.ts:.0f} s behind its partition's event time "
+                            f"(state_ttl is {config.state_ttl:g} s)", "ts_out_of_range")

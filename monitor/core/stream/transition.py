@@ -1,0 +1,72 @@
+"""What one step of the join reads (:class:`Loaded`) and writes (:class:`Transition`, with the
+:class:`AnnotationRequest` s it publishes): the contract between :func:`monitor.core.stream.join.step` and
+the stores that load and commit it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from monitor.core.events import Deploy
+from monitor.core.stream.labels import Labels, SharedGrades, Stamps
+from monitor.core.stream.session import SessionRecord
+from monitor.core.stream.stats import Stats
+
+
+@dataclass(frozen=True)
+class AnnotationRequest:
+    """Ask annotators to grade the documents of a session's top k that have no grade yet (published to
+    the requests topic). ``judged``: how many of its top k were already graded (by early session labels or
+    by the query's judgments), so ``judged + len(docs)`` is the number of documents it showed in its top
+    ``k``."""
+
+    session_id: str
+    query: str
+    bucket: str
+    ranker: str
+    variant: str
+    k: int
+    docs: list[str]
+    judged: int
+    ts: float
+
+
+@dataclass
+class Loaded:
+    """The state one step reads; ``due`` are pending sessions with deadline ≤ the new watermark."""
+
+    watermark: float = -math.inf
+    record: SessionRecord | None = None
+    early_labels: Labels = field(default_factory=dict)
+    early_stamps: Stamps = field(default_factory=dict)
+    query_labels: Labels = field(default_factory=dict)
+    query_stamps: Stamps = field(default_factory=dict)
+    shared: SharedGrades = field(default_factory=dict)  # the query's shared grades (impressions, refreshes)
+    sketch: list[dict[str, float]] = field(default_factory=list)
+    budget_used: dict[str, float] = field(default_factory=dict)  # bucket -> spent this period (budget_unit)
+    due: list[SessionRecord] = field(default_factory=list)
+
+
+@dataclass
+class Transition:
+    """Everything a step writes; committed atomically with the offset."""
+
+    watermark: float
+    records: list[SessionRecord] = field(default_factory=list)
+    early_labels: dict[str, Labels] = field(default_factory=dict)
+    early_stamps: dict[str, Stamps] = field(default_factory=dict)  # with each early_labels entry
+    drop_early_labels: list[str] = field(default_factory=list)
+    deadlines: dict[str, float] = field(default_factory=dict)
+    drop_deadlines: list[str] = field(default_factory=list)
+    deltas: list[tuple[float, str, Stats]] = field(default_factory=list)  # (event ts, group, stats)
+    query_deltas: list[tuple[float, str, Stats]] = field(default_factory=list)  # (ts, group|query, n x xx)
+    counters: list[tuple[str, str, float]] = field(default_factory=list)  # (group or "", name, delta)
+    sketch: list[tuple[int, str]] = field(default_factory=list)           # (slice, cell field) += 1
+    budget: tuple[str, int, float] | None = None                          # (bucket, period, amount) += amount
+    query_labels: tuple[str, Labels] | None = None                        # (query key, labels) merged
+    query_ts: float | None = None                                         # the query annotation's ts
+    shared: tuple[str, str, float, Labels] | None = None  # (query key, session, its ts, own grades changed)
+    pending_queries: list[tuple[str, str]] = field(default_factory=list)  # (query key, session id)
+    requests: list[AnnotationRequest] = field(default_factory=list)
+    deploys: list[Deploy] = field(default_factory=list)
+    seen: tuple[str, str, float] | None = None                            # (arm, ranker, ts) of an impression
