@@ -70,7 +70,7 @@ from monitor.core.stream.partition import partition_for
 from monitor.sim import SimConfig, generate
 from monitor.sim.records import SimEvent
 from monitor.worker.produce import produce
-from tests.integration.worker_harness import Group, Stream, Worker, parse_metrics
+from tests.support.worker_harness import Group, Stream, Worker, parse_metrics
 
 PARTITIONS = 4
 # the latency probes' variant is "probe": declared, else they would be counted as "other" and never scored

@@ -6,6 +6,10 @@ import pytest
 
 pytest_plugins = ["tests.fixtures.services"]
 
+# The shared helpers (tests/support/) assert too: rewrite their asserts as pytest does a test module's, so
+# a failing comparison there reports its operands.
+pytest.register_assert_rewrite("tests.support")
+
 # The fixtures that start (or reach) a real service. The fast loop, ``pytest -m "not integration"``,
 # starts none, so a test that asks for one, directly or through another fixture, must be marked.
 SERVICE_FIXTURES = frozenset({

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.worker_harness import Group
+from tests.support.worker_harness import Group
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from monitor.core.canary.alerts import AlertBook, AlertConfig
 from monitor.services.alertmanager import AlertmanagerServer
 from monitor.services.install import BINARIES_OF, ensure_binaries
 from monitor.services.ports import free_port
-from tests.integration.helpers import eventually, http_json
+from tests.support.http_helpers import eventually, http_json
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ import pytest
 from monitor.annotate.client import LabelStudio
 from monitor.annotate.tasks import LABEL_CONFIG, Document, task_data
 from tests.fixtures.label_studio import LabelStudioHandle, label_studio  # noqa: F401 (fixture)
-from tests.integration.test_annotate_e2e import grade
+from tests.support.annotate import grade
 
 pytestmark = pytest.mark.integration
 

@@ -167,7 +167,7 @@ def test_bad_settings_name_the_setting(tmp_path: Path, change: dict[str, str], m
 def test_the_compose_annotate_profile_runs_the_bridge_with_valid_settings(tmp_path: Path) -> None:
     """docker-compose.yml's ``annotate`` profile: Label Studio and the bridge, whose environment (with the
     token and secret given) is a valid bridge configuration pointing at the compose services."""
-    from tests.unit.test_compose import COMPOSE_FILE, compose_command
+    from tests.support.compose import COMPOSE_FILE, compose_command
 
     command, compose_env = compose_command(tmp_path / "docker-config")
     compose_env = {**compose_env, "LABEL_STUDIO_USER_TOKEN": "tok-abc", "MONITOR_ANNOTATE_SECRET": "sec-def"}
@@ -203,7 +203,7 @@ async def test_a_fallback_after_a_deletion_is_sent_so_that_the_stream_takes_it(r
     from monitor.annotate.metrics import BridgeMetrics
     from monitor.core.stream.config import StreamConfig
     from monitor.pipeline.memory import MemoryPipeline
-    from tests.unit.test_stream_core import impression
+    from tests.support.streams import impression
 
     produced: list[tuple[bytes, bytes]] = []
 

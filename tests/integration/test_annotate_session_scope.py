@@ -19,8 +19,8 @@ from aiokafka import AIOKafkaProducer
 
 from monitor.worker.topics import ensure_topics
 from tests.fixtures.label_studio import LabelStudioHandle, label_studio  # noqa: F401 (fixture)
-from tests.integration.test_annotate_e2e import Bridge, grade, requests_consumed, wait_for
-from tests.integration.worker_harness import Group, Stream, read_topic
+from tests.support.annotate import Bridge, grade, requests_consumed, wait_for
+from tests.support.worker_harness import Group, Stream, read_topic
 
 pytestmark = pytest.mark.integration
 

@@ -33,22 +33,13 @@ from typing import Any
 
 import pytest
 
-from monitor.core.canary import Comparison, Verdict
 from monitor.core.canary.alerts import ALERTNAMES, AlertConfig, annotations_of
-from monitor.core.stream.config import StreamConfig, stream_toml
-from monitor.sim import SimConfig, simulate
-from tests.integration.helpers import eventually, http_json
-from tests.integration.worker_harness import Group, Stream, Worker, flush_events, parse_metrics
+from monitor.sim import simulate
+from tests.support.canary_e2e import ALERT_INTERVAL, CONFIG_TOML, JOIN_WINDOW, TRAFFIC, comparison
+from tests.support.http_helpers import eventually, http_json
+from tests.support.worker_harness import Group, Stream, Worker, flush_events, parse_metrics
 
 pytestmark = pytest.mark.integration
-
-CONFIG_TOML = stream_toml(StreamConfig(join_window=1800, min_coverage=0.8, max_closes_per_step=1_000_000,
-                                       budget={"head": 1e9, "torso": 1e9, "tail": 1e9}))
-JOIN_WINDOW = 1800
-ALERT_INTERVAL = 1.0
-TRAFFIC = SimConfig(seed=4, n_sessions=5000, duration_s=2 * 3600, bucket_hint_share=1.0, head_share=0.2,
-                    torso_share=0.2, tail_share=0.6, canary_start=0.0, canary_share=0.5, label_share=1.0,
-                    batch_share=1.0, regression_bucket="tail")
 
 
 @dataclass
@@ -99,13 +90,6 @@ def run_canary(kafka_bootstrap: str, redis_url: str, alertmanager_url: str,
     for group in groups:
         assert group.restarts_seen() == []
         group.stop()
-
-
-def comparison(row: dict[str, Any]) -> Comparison:
-    """A row of ``monitor canary --json`` back as the comparison it prints."""
-    verdict = Verdict(row["verdict"], row["estimate"], row["lower"], row["upper"], row["evidence"],
-                      row["n_baseline"], row["n_candidate"], row["reason"])
-    return Comparison(row["bucket"], row["metric"], row["kind"], row["baseline"], row["candidate"], verdict)
 
 
 def test_a_tail_dcg_drop_fires_the_tail_alert_and_a_rollback_resolves_it(run_canary: Any) -> None:

@@ -36,8 +36,7 @@ import pytest
 
 from monitor.core.stream.config import StreamConfig, stream_toml
 from monitor.sim import SimConfig, simulate
-from tests.integration.worker_harness import Group, Stream, parse_metrics
-from tests.unit.test_dashboards_static import (
+from tests.support.dashboards import (
     BUILTIN_VALUES,
     DASHBOARD_VALUES,
     DEFAULT_VALUES,
@@ -45,6 +44,7 @@ from tests.unit.test_dashboards_static import (
     panel_queries,
     substitute,
 )
+from tests.support.worker_harness import Group, Stream, parse_metrics
 
 pytestmark = pytest.mark.integration
 

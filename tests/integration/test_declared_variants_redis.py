@@ -13,8 +13,8 @@ from redis.asyncio import Redis
 from monitor.core.grades import SEED_SCALE
 from monitor.pipeline.writer import RedisState
 from monitor.sim import SimConfig, simulate
-from tests.integration.test_redis_state import run_through_redis
-from tests.unit.test_declared_variants import DEAD_LETTER, DECLARED, PARTITIONS, Events, run, with_junk
+from tests.support.declared_variants import DEAD_LETTER, DECLARED, PARTITIONS, Events, run, with_junk
+from tests.support.redis_runs import run_through_redis
 
 pytestmark = pytest.mark.integration
 JUNK = 2000

@@ -44,9 +44,9 @@ import pytest
 from monitor.core.canary.alerts import ALERTNAMES
 from monitor.sim import SimConfig, SimEvent, SimResult, dcg_of_levels, simulate
 from monitor.sim.config import DEFAULT_START_TS
-from tests.integration.helpers import eventually, http_json
-from tests.integration.test_canary_e2e import ALERT_INTERVAL, CONFIG_TOML, JOIN_WINDOW
-from tests.integration.worker_harness import Group, Stream, Worker, flush_events, parse_metrics
+from tests.support.canary_e2e import ALERT_INTERVAL, CONFIG_TOML, JOIN_WINDOW
+from tests.support.http_helpers import eventually, http_json
+from tests.support.worker_harness import Group, Stream, Worker, flush_events, parse_metrics
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ import pytest
 from monitor.core.canary.alerts import ALERTNAMES
 from monitor.services.alertmanager import CONFIG as ALERTMANAGER_CONFIG
 from monitor.services.install import BINARIES_OF, REPO_ROOT, ensure_binaries, require_binary
-from tests.integration.helpers import eventually, http_json
+from tests.support.http_helpers import eventually, http_json
 
 pytestmark = pytest.mark.integration
 

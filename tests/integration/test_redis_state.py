@@ -16,12 +16,12 @@ from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.history import split_query
 from monitor.core.stream.transition import AnnotationRequest
-from monitor.pipeline.batch import Message
 from monitor.pipeline.memory import MemoryPipeline, partition_of
 from monitor.pipeline.writer import RedisState
-from tests.unit.test_shared_grades import CONFIG as SHARED_CONFIG
-from tests.unit.test_shared_grades import brute_force, shared_stream
-from tests.unit.test_stream_core import interleave, random_stream
+from tests.support.redis_runs import run_through_redis
+from tests.support.shared_grades import CONFIG as SHARED_CONFIG
+from tests.support.shared_grades import brute_force, shared_stream
+from tests.support.streams import interleave, random_stream
 
 pytestmark = pytest.mark.integration
 
@@ -36,39 +36,6 @@ def with_query_labels(events: list[tuple[str, bytes, bytes]]) -> list[tuple[str,
         out.append(("annotations", f"q-{sid}".encode(),
                     json.dumps({"type": "annotation", "query": f"q-{sid}", "grades": grades}).encode()))
     return out
-
-
-async def run_through_redis(state: RedisState, events: list[tuple[str, bytes, bytes]], partitions: int,
-                            redeliver: bool = False, batch: int = 1) -> list[AnnotationRequest]:
-    """Feed ``events`` as the worker would; returns the annotation requests the messages produced."""
-    requests: list[AnnotationRequest] = []
-    offsets: dict[tuple[int, str], int] = {}
-    delivered: list[tuple[int, str, int, bytes]] = []
-    for topic, key, value in events:
-        partition = partition_of(key, partitions)
-        offset = offsets.get((partition, topic), -1) + 1
-        offsets[(partition, topic)] = offset
-        delivered.append((partition, topic, offset, value))
-    rng = random.Random(batch)
-    at = 0
-    while at < len(delivered):  # batches of up to ``batch`` messages of one partition, as the worker takes them
-        partition = delivered[at][0]
-        size = rng.randint(1, batch)
-        chunk = []
-        while at < len(delivered) and len(chunk) < size and delivered[at][0] == partition:
-            chunk.append(delivered[at])
-            at += 1
-        outcomes = await state.handle_batch(partition, [Message(t, o, v) for _, t, o, v in chunk])
-        for outcome in outcomes:
-            if outcome.transition is not None:
-                requests.extend(outcome.transition.requests)
-            for session_id, annotation in outcome.fan_out:  # the worker republishes these, keyed by session
-                await state.apply_event(partition_of(session_id.encode(), partitions), annotation)
-    if redeliver:  # a restart after a crash re-reads from the last commit: everything again
-        for partition, topic, offset, value in delivered:
-            assert (await state.handle(partition, topic, offset, value)).skipped
-    await state.advance(math.inf)
-    return requests
 
 
 def in_process(events: list[tuple[str, bytes, bytes]], config: StreamConfig, partitions: int,
@@ -242,8 +209,8 @@ async def test_events_with_a_wrong_clock_are_dead_letters_in_redis_too(redis_url
     """Issue 15, defect 1, on real Redis: a 9999-12-31 impression and deploy and an impression older than
     state_ttl behind its partition are dead letters ts_out_of_range (in a batch with valid events too),
     and the numbers are those of the valid events alone, as in process."""
-    from tests.unit.test_clock_skew import CONFIG as SKEW_CONFIG
-    from tests.unit.test_clock_skew import hostile
+    from tests.support.clock_skew import CONFIG as SKEW_CONFIG
+    from tests.support.clock_skew import hostile
 
     events, _ = random_stream(4, sessions=150)
     mixed, count = hostile(events, 4)
@@ -280,8 +247,8 @@ async def test_a_quiet_partition_closes_in_redis_as_in_process(redis_url: str, p
     """Issue 15, defect 3, on real Redis: ``close_quiet`` closes the quiet partition's due sessions by the
     others' event time minus idle_after, as the in-process pipeline does after each impression; its own
     watermark stays; the busy partitions have nothing to close; a second call closes nothing more."""
-    from tests.unit.test_quiet_and_flood import CONFIG as QUIET_CONFIG
-    from tests.unit.test_quiet_and_flood import quiet_stream, run
+    from tests.support.quiet_flood import CONFIG as QUIET_CONFIG
+    from tests.support.quiet_flood import quiet_stream, run
 
     events, quiet = quiet_stream(partitions)
     memory = run(events, partitions=partitions)
@@ -318,7 +285,7 @@ async def test_a_ghost_label_flood_in_redis_is_bounded_and_evicts_as_in_process(
     evicted first, every evicted grade counted, exactly as in process (one message per batch, the
     worker's smallest). Below the cap, the numbers are those of the valid stream alone; at 40 the flood
     evicts some valid sessions' early labels too (documented), the same ones in Redis as in process."""
-    from tests.unit.test_quiet_and_flood import ghost
+    from tests.support.quiet_flood import ghost
 
     partitions = 2
     config = StreamConfig(join_window=300, min_coverage=0.6, max_early_sessions=cap,
@@ -360,7 +327,7 @@ async def test_a_ghost_label_flood_in_redis_is_bounded_and_evicts_as_in_process(
 def latest_ts_scenarios() -> dict[str, list[tuple[str, bytes, bytes]]]:
     """The scenarios of tests/unit/test_latest_grade_wins.py: a correction then the old grade re-sent, in
     a session's own grades, its early labels and its query's judgments; a tie; grades without ts."""
-    from tests.unit.test_latest_grade_wins import graded, judged, shown
+    from tests.support.latest_grade import graded, judged, shown
 
     base = [graded("s1", "b", 1, 1.0), graded("s1", "c", 1, 1.0)]
     return {
@@ -384,7 +351,7 @@ async def test_the_latest_ts_wins_in_redis_as_in_process(redis_url: str, scenari
                                                          batch: int) -> None:
     """A re-sent old grade does not undo its correction in Redis either: the same numbers and the same
     count of stale grades as in process, and a redelivery changes nothing."""
-    from tests.unit.test_latest_grade_wins import CONFIG as TS_CONFIG
+    from tests.support.latest_grade import CONFIG as TS_CONFIG
 
     events = latest_ts_scenarios()[scenario]
     expected = in_process(events, TS_CONFIG, partitions).snapshot()
@@ -409,8 +376,8 @@ async def test_the_latest_ts_wins_in_redis_as_in_process(redis_url: str, scenari
 @pytest.mark.parametrize(("partitions", "batch"), [(1, 1), (3, 1), (3, 40)])
 async def test_any_delivery_order_of_ts_grades_in_redis_gives_the_numbers_of_ts_order(
         redis_url: str, partitions: int, batch: int) -> None:
-    from tests.unit.test_latest_grade_wins import CONFIG as TS_CONFIG
-    from tests.unit.test_latest_grade_wins import aggregates, ts_stream
+    from tests.support.latest_grade import CONFIG as TS_CONFIG
+    from tests.support.latest_grade import aggregates, ts_stream
 
     impressions, in_ts_order = ts_stream(3)
     reference = aggregates(in_process([*impressions, *in_ts_order], TS_CONFIG, partitions))
@@ -433,8 +400,8 @@ async def test_query_merge_is_idempotent_and_old_early_labels_stay_readable(redi
     """The query's merge script redone (a crash between it and the partition's commit) changes nothing,
     an older grade loses to it; early labels and records stored before the ts was kept still read."""
     from monitor.core.stream.session import SessionRecord, query_key
-    from tests.unit.test_latest_grade_wins import CONFIG as TS_CONFIG
-    from tests.unit.test_latest_grade_wins import graded, shown
+    from tests.support.latest_grade import CONFIG as TS_CONFIG
+    from tests.support.latest_grade import graded, shown
 
     redis = Redis.from_url(redis_url)
     try:

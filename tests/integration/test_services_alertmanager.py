@@ -11,7 +11,7 @@ import pytest
 
 from monitor.services.alertmanager import CONFIG
 from monitor.services.install import require_binary
-from tests.integration.helpers import http_json
+from tests.support.http_helpers import http_json
 
 pytestmark = pytest.mark.integration
 

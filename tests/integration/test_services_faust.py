@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from tests.integration.kafka_admin import create_topic
+from tests.support.kafka_admin import create_topic
 
 pytestmark = pytest.mark.integration
 

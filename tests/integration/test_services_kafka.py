@@ -10,7 +10,7 @@ from collections import defaultdict
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from tests.integration.kafka_admin import create_topic
+from tests.support.kafka_admin import create_topic
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from monitor.services.install import require_binary
 from monitor.services.prometheus import CONFIG, render_config
-from tests.integration.helpers import eventually, http_json
+from tests.support.http_helpers import eventually, http_json
 
 pytestmark = pytest.mark.integration
 

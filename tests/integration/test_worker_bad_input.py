@@ -35,58 +35,26 @@ import json
 import os
 import time
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.partition import partition_for
-from monitor.pipeline.memory import MemoryPipeline
 from monitor.sim import SimConfig, simulate
 from monitor.sim.corpus import build_corpus, interleave
 from monitor.sim.records import SimEvent
-from tests.integration.test_worker_e2e import CONFIG, CONFIG_TOML, assert_same, comparable, exported
-from tests.integration.worker_harness import (
-    Group,
-    Samples,
-    Stream,
-    flush_events,
-    parse_metrics,
-    read_topic,
-)
+from tests.support.worker_e2e import CONFIG, CONFIG_TOML, assert_same, comparable
+from tests.support.worker_harness import Group, Stream, flush_events, parse_metrics, read_topic
+from tests.support.worker_inputs import in_process, relevance, scored_sessions
 
 pytestmark = pytest.mark.integration
 
 SESSIONS = 3000
 MALFORMED = 10_000
 SEED = 31
-NOT_RELEVANCE = ("search_relevance_canary_", "search_relevance_deploy_", "search_relevance_dead_letters")
 FORBIDDEN_IN_LOG = ("Traceback", "processing failed", "failed; retrying", "crashed", "Restarting")
-
-
-def relevance(samples: Samples) -> Samples:
-    """The relevance series (windows, counters, session statistics): not the canary verdicts, which the
-    test of the canary covers, nor the dead letters, compared with the corpus instead."""
-    return {key: value for key, value in samples.items() if not key[0].startswith(NOT_RELEVANCE)}
-
-
-def in_process(records: Iterable[SimEvent], partitions: int) -> Samples:
-    """What the in-process core (``MemoryPipeline``, Kafka's partitioner) exports for valid ``records``,
-    in order: the relevance series only. Fails if one of them is not a valid event."""
-    memory = MemoryPipeline(CONFIG, SEED_SCALE, partitions=partitions)
-    for record in records:
-        memory.submit(record.topic, record.key, record.value)
-    assert not memory.dead_letters, memory.dead_letters[0]
-    return relevance(exported(memory))
-
-
-def scored_sessions(samples: Samples) -> float:
-    """Sessions scored in the 24h window, over every group."""
-    return sum(v for (n, labels), v in samples.items()
-               if n == "search_relevance_sessions_scored" and ("window", "24h") in labels)
 
 
 async def send_tombstones(stream: Stream, tombstones: list[tuple[str, bytes]]) -> None:

@@ -65,9 +65,9 @@ from monitor.sim import simulate
 from monitor.worker.processor import Consumed, Processor
 from monitor.worker.settings import Topics
 from tests.fixtures.services import LocalService, ServiceHandle
-from tests.integration.helpers import eventually, http_json
-from tests.integration.test_canary_e2e import ALERT_INTERVAL, JOIN_WINDOW, TRAFFIC, comparison
-from tests.integration.test_worker_e2e import (
+from tests.support.canary_e2e import ALERT_INTERVAL, JOIN_WINDOW, TRAFFIC, comparison
+from tests.support.http_helpers import eventually, http_json
+from tests.support.worker_e2e import (
     CONFIG,
     CONFIG_TOML,
     SESSIONS,
@@ -77,7 +77,7 @@ from tests.integration.test_worker_e2e import (
     new_group,
     recompute,
 )
-from tests.integration.worker_harness import Group, Stream, Worker, flush_events, parse_metrics, read_topic
+from tests.support.worker_harness import Group, Stream, Worker, flush_events, parse_metrics, read_topic
 
 pytestmark = pytest.mark.integration
 

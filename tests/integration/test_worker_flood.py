@@ -31,10 +31,10 @@ from redis import Redis
 
 from monitor.sim import SimConfig, simulate
 from monitor.sim.records import SimEvent
-from tests.integration.test_worker_bad_input import in_process, relevance
-from tests.integration.test_worker_e2e import CONFIG, CONFIG_TOML, assert_same
-from tests.integration.test_worker_load import produce_burst, rss_mib
-from tests.integration.worker_harness import Group, Stream, flush_events, parse_metrics
+from tests.support.worker_e2e import CONFIG, CONFIG_TOML, assert_same
+from tests.support.worker_harness import Group, Stream, flush_events, parse_metrics
+from tests.support.worker_inputs import in_process, relevance
+from tests.support.worker_load import produce_burst, rss_mib
 
 pytestmark = pytest.mark.integration
 

@@ -33,10 +33,10 @@ import pytest
 
 from monitor.core.stream.partition import partition_for
 from monitor.sim.records import SimEvent
-from tests.integration.test_worker_bad_input import in_process, relevance
-from tests.integration.test_worker_e2e import CONFIG, CONFIG_TOML, assert_same, comparable, exported
-from tests.integration.worker_harness import Group, Samples, Stream, flush_events, parse_metrics
-from tests.unit.test_hostile_input import FAR_FUTURE, ghost, impression, resent_old_grades, world
+from tests.support.hostile import FAR_FUTURE, ghost, impression, resent_old_grades, world
+from tests.support.worker_e2e import CONFIG, CONFIG_TOML, assert_same, comparable, exported
+from tests.support.worker_harness import Group, Samples, Stream, flush_events, parse_metrics
+from tests.support.worker_inputs import in_process, relevance
 
 pytestmark = pytest.mark.integration
 

@@ -22,7 +22,7 @@ import pytest
 
 from monitor.core.stream.config import StreamConfig, stream_toml
 from monitor.sim import SimConfig, SimEvent, SimResult, simulate
-from tests.integration.worker_harness import (
+from tests.support.worker_harness import (
     Group,
     Response,
     Stream,

@@ -34,20 +34,18 @@ import math
 import os
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from monitor.core.stream.partition import partition_for
 from monitor.sim import SimConfig, simulate
-from monitor.sim.records import SimEvent
-from tests.integration.test_worker_bad_input import in_process, relevance, scored_sessions
-from tests.integration.test_worker_e2e import CONFIG, CONFIG_TOML, assert_same
-from tests.integration.worker_harness import Group, Stream, Worker, flush_events, parse_metrics
+from tests.support.worker_e2e import CONFIG, CONFIG_TOML, assert_same
+from tests.support.worker_harness import Group, Stream, Worker, flush_events, parse_metrics
+from tests.support.worker_inputs import in_process, relevance, scored_sessions
+from tests.support.worker_load import produce_burst, rss_mib
 
 pytestmark = pytest.mark.integration
 
@@ -59,13 +57,6 @@ MAX_DRAIN_RATE = 6_000.0   # messages/s the simulated stream is sized for (the m
 RSS_GROWTH_MIB = 64.0      # above the idle RSS after the warm-up (measured: +32 MiB)
 DRAIN_TIMEOUT = 150.0
 SAMPLE_EVERY = 1.0
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError(f"no VmRSS for {pid}")
 
 
 def lag_and_consumed(worker: Worker) -> tuple[float, float]:
@@ -149,45 +140,6 @@ def drain_rate(worker: Worker, backlog: int, timeout: float = 120.0) -> float:
     high = next(p for p in points if p[1] >= 0.9 * backlog)
     assert high[0] > low[0], points
     return (high[1] - low[1]) / (high[0] - low[0])
-
-
-async def produce_burst(bootstrap: str, topics: dict[str, str], events: Sequence[SimEvent], rate: float,
-                        partitions: int, step: float = 0.02) -> tuple[float, float]:
-    """Produce ``events`` in order at ``rate`` messages/s, paced in ``step`` slices: each slice's
-    messages go into one record batch per partition (Kafka's partitioner on the key, so order within a
-    partition is the list's), sent without waiting; at the end every batch is awaited. Returns the
-    start (first send) and the end (last acknowledgement), ``time.monotonic``."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5,
-                                max_batch_size=1024 * 1024, max_request_size=8 * 1024 * 1024)
-    await producer.start()
-    try:
-        for topic in topics.values():  # metadata before the clock starts
-            await producer.client._wait_on_metadata(topic)
-        futures: list[asyncio.Future[object]] = []
-        sent, n = 0, len(events)
-        start = time.monotonic()
-        while sent < n:
-            due = min(n, math.ceil((time.monotonic() - start + step) * rate))
-            batches: dict[tuple[str, int], object] = {}
-            for event in events[sent:due]:
-                tp = (topics[event.topic], partition_for(event.key, partitions))
-                batch = batches.get(tp)
-                if batch is None:
-                    batch = batches[tp] = producer.create_batch()
-                if batch.append(key=event.key, value=event.value, timestamp=None) is None:  # type: ignore[attr-defined]
-                    futures.append(await producer.send_batch(batch, tp[0], partition=tp[1]))
-                    batch = batches[tp] = producer.create_batch()
-                    batch.append(key=event.key, value=event.value, timestamp=None)  # type: ignore[attr-defined]
-            for (topic, partition), batch in batches.items():
-                futures.append(await producer.send_batch(batch, topic, partition=partition))
-            sent = due
-            ahead = start + sent / rate - step - time.monotonic()
-            if ahead > 0:
-                await asyncio.sleep(ahead)
-        await asyncio.gather(*futures)
-        return start, time.monotonic()
-    finally:
-        await producer.stop()
 
 
 def test_a_burst_of_ten_times_the_drain_rate_is_absorbed_and_drained(

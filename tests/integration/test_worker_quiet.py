@@ -22,10 +22,10 @@ import pytest
 from monitor.core.grades import SEED_SCALE
 from monitor.pipeline.memory import MemoryPipeline
 from monitor.sim.records import SimEvent
-from tests.integration.test_worker_bad_input import in_process, relevance
-from tests.integration.test_worker_e2e import CONFIG, CONFIG_TOML, assert_same, comparable, exported
-from tests.integration.worker_harness import Group, Stream, parse_metrics
-from tests.unit.test_quiet_and_flood import quiet_stream
+from tests.support.quiet_flood import quiet_stream
+from tests.support.worker_e2e import CONFIG, CONFIG_TOML, assert_same, comparable, exported
+from tests.support.worker_harness import Group, Stream, parse_metrics
+from tests.support.worker_inputs import in_process, relevance
 
 pytestmark = pytest.mark.integration
 

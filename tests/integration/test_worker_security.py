@@ -51,8 +51,8 @@ from monitor.services.redis_server import SecureRedisServer, ping, ping_tls
 from monitor.sim import SimConfig, simulate
 from monitor.worker.security import KafkaSecurity
 from tests.fixtures.services import LocalService
-from tests.integration.test_worker_e2e import CONFIG, CONFIG_TOML, comparable, exported
-from tests.integration.worker_harness import Group, Samples, Stream, flush_events, parse_metrics, read_topic
+from tests.support.worker_e2e import CONFIG, CONFIG_TOML, comparable, exported
+from tests.support.worker_harness import Group, Samples, Stream, flush_events, parse_metrics, read_topic
 
 pytestmark = pytest.mark.integration
 

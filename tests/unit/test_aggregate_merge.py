@@ -28,7 +28,7 @@ from monitor.core.grades import SEED_SCALE
 from monitor.core.judged import JudgedList
 from monitor.core.measures import parse_measure
 from monitor.core.metrics import PairCounts, pair_counts
-from tests.unit import brute_force as bf
+from tests.support import brute_force as bf
 
 PROPERTY = settings(max_examples=200, deadline=None)
 

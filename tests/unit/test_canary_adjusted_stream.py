@@ -22,7 +22,7 @@ from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.history import History
 from monitor.core.stream.session import query_key
 from monitor.pipeline.memory import MemoryPipeline
-from tests.unit.test_stream_core import impression, label
+from tests.support.streams import impression, label
 
 HOUR, DAY, EPOCH = 3600.0, 86400.0, 900.0
 CONFIG = StreamConfig(join_window=300, state_ttl=600, min_coverage=0.5, epoch=EPOCH, history=4 * DAY,

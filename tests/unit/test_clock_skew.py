@@ -5,9 +5,7 @@ the numbers they give alone (and, without the rule, the same stream loses sessio
 
 from __future__ import annotations
 
-import json
 import math
-import random
 
 import pytest
 
@@ -15,32 +13,10 @@ from monitor.core.canary import CanaryConfig, comparisons
 from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import ConfigError, StreamConfig
 from monitor.pipeline.memory import MemoryPipeline
-from tests.unit.test_stream_core import impression, random_stream
+from tests.support.clock_skew import CONFIG, Events, hostile
+from tests.support.streams import random_stream
 
-CONFIG = StreamConfig(join_window=300, state_ttl=600, min_coverage=0.5,
-                      budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
 NOW = 1_800_000_000.0  # the wall clock of these runs (2027): the stream's times are in 1970
-FAR_FUTURE = 253_402_214_400.0  # 9999-12-31
-Events = list[tuple[str, bytes, bytes]]
-
-
-def hostile(events: Events, seed: int) -> tuple[Events, int]:
-    """``events`` with, in the middle: an impression dated 9999-12-31, a deploy dated then too, and an
-    impression two state_ttl older than the events around it; how many were mixed in."""
-    rng = random.Random(seed)
-    middle = len(events) // 2
-    last = max(json.loads(value)["ts"] for topic, _, value in events if topic == "impressions")
-    bad = [
-        ("impressions", b"future", impression("future", FAR_FUTURE, ["f-a", "f-b"], "head")),
-        ("deploys", b"r9", json.dumps({"type": "deploy", "kind": "deploy", "ranker": "r9", "previous": "r1",
-                                       "ts": FAR_FUTURE}).encode()),
-    ]
-    out = list(events)
-    for i, event in enumerate(bad):
-        out.insert(middle + i * rng.randint(1, 5), event)
-    # far in the past of its partition: after the whole stream (the watermark is then the latest time)
-    out.append(("impressions", b"past", impression("past", last - 3 * CONFIG.state_ttl, ["p-a"], "tail")))
-    return out, len(bad) + 1
 
 
 def run(events: Events, clock: float | None, partitions: int = 2) -> MemoryPipeline:

@@ -29,7 +29,7 @@ from monitor.demo.canary import CanaryJudge, Judge, NoJudge, collectors
 from monitor.demo.demo import Clock, DemoOptions, DemoResult, run_demo
 from monitor.demo.settings import DemoSettings, stream_config
 from monitor.sim import Simulation
-from tests.unit.test_stream_simulated import recompute as recompute_truth
+from tests.support.simulated import recompute as recompute_truth
 
 GAINS = [0.0, 0.3, 0.7, 1.0]
 REGRESSED = DemoSettings(sessions=5000, hours=4.0, seed=3)  # the default: 10% in the tail

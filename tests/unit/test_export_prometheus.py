@@ -13,7 +13,7 @@ from monitor.core.stream.stats import summarise
 from monitor.export.labels import cap_values, group_labels
 from monitor.export.prometheus import RelevanceCollector
 from monitor.pipeline.memory import MemoryPipeline
-from tests.unit.test_stream_core import impression, label, submit_all
+from tests.support.streams import impression, label, submit_all
 
 
 def scored_pipeline(rankers: int = 1) -> MemoryPipeline:

@@ -25,7 +25,7 @@ from monitor.export.prometheus import RelevanceCollector
 from monitor.pipeline.memory import MemoryPipeline, partition_of
 from monitor.worker.processor import request_json
 from monitor.worker.settings import SettingsError, load_settings
-from tests.unit.test_stream_core import impression, label, submit_all
+from tests.support.streams import impression, label, submit_all
 
 ROOT = Path(__file__).resolve().parents[2]
 UNLIMITED = {"head": 1e9, "torso": 1e9, "tail": 1e9}

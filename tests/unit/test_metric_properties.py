@@ -40,7 +40,7 @@ from monitor.core.metrics import (
     reciprocal_rank,
     seed_average_precision,
 )
-from tests.unit import brute_force as bf
+from tests.support import brute_force as bf
 
 PROPERTY = settings(max_examples=200, deadline=None)
 

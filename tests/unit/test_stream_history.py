@@ -13,7 +13,7 @@ from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import ConfigError, StreamConfig
 from monitor.core.stream.history import History, epoch_of
 from monitor.pipeline.memory import MemoryPipeline
-from tests.unit.test_stream_core import impression, label
+from tests.support.streams import impression, label
 
 CONFIG = StreamConfig(join_window=300, state_ttl=600, min_coverage=0.5, epoch=600.0, history=3600.0,
                       budget={"head": 1e9, "torso": 1e9, "tail": 1e9})

@@ -56,7 +56,7 @@ def _shown(text: str) -> str:
 def undeclared_error(event: Event, config: StreamConfig) -> EventError | None:
     """With ``undeclared = "dead_letter"``: an impression whose variant or ranker is not declared
     (:func:`undeclared`) is a dead letter ``undeclared_variant`` or ``undeclared_ranker`` (with
-    ``undeclared = "other"`` the step counts it as ``other`` instead, see :func:`monitor.core.stream.join.step`)."""
+    ``undeclared = "other"`` the step counts it as ``other`` instead, in :mod:`monitor.core.stream.join`)."""
     if config.undeclared != "dead_letter" or not isinstance(event, Impression):
         return None
     found = undeclared(event, config)

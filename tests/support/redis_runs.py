@@ -1,0 +1,44 @@
+"""Feeding a stream through RedisState batch by batch, as the worker does."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from monitor.core.stream.transition import AnnotationRequest
+from monitor.pipeline.batch import Message
+from monitor.pipeline.memory import partition_of
+from monitor.pipeline.writer import RedisState
+
+
+async def run_through_redis(state: RedisState, events: list[tuple[str, bytes, bytes]], partitions: int,
+                            redeliver: bool = False, batch: int = 1) -> list[AnnotationRequest]:
+    """Feed ``events`` as the worker would; returns the annotation requests the messages produced."""
+    requests: list[AnnotationRequest] = []
+    offsets: dict[tuple[int, str], int] = {}
+    delivered: list[tuple[int, str, int, bytes]] = []
+    for topic, key, value in events:
+        partition = partition_of(key, partitions)
+        offset = offsets.get((partition, topic), -1) + 1
+        offsets[(partition, topic)] = offset
+        delivered.append((partition, topic, offset, value))
+    rng = random.Random(batch)
+    at = 0
+    while at < len(delivered):  # batches of up to ``batch`` messages of one partition, as the worker takes them
+        partition = delivered[at][0]
+        size = rng.randint(1, batch)
+        chunk = []
+        while at < len(delivered) and len(chunk) < size and delivered[at][0] == partition:
+            chunk.append(delivered[at])
+            at += 1
+        outcomes = await state.handle_batch(partition, [Message(t, o, v) for _, t, o, v in chunk])
+        for outcome in outcomes:
+            if outcome.transition is not None:
+                requests.extend(outcome.transition.requests)
+            for session_id, annotation in outcome.fan_out:  # the worker republishes these, keyed by session
+                await state.apply_event(partition_of(session_id.encode(), partitions), annotation)
+    if redeliver:  # a restart after a crash re-reads from the last commit: everything again
+        for partition, topic, offset, value in delivered:
+            assert (await state.handle(partition, topic, offset, value)).skipped
+    await state.advance(math.inf)
+    return requests

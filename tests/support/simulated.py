@@ -1,0 +1,68 @@
+"""The offline recomputation of a simulated stream's metrics from the simulator's ground truth (no stream
+code).
+"""
+
+from __future__ import annotations
+
+from monitor.core.metrics import dcg, ndcg, pair_counts
+from monitor.core.stream.config import StreamConfig
+
+GAINS = [0.0, 0.3, 0.7, 1.0]
+CONFIG = StreamConfig(join_window=1800, min_coverage=0.8, windows={"all": 1e8}, slices_per_window=1,
+                      budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
+
+
+def shared_by_query(result) -> dict[str, dict[str, list[tuple[float, str, int]]]]:  # type: ignore[no-untyped-def]
+    """Per query and document, every session's final grade with the session's impression time and id,
+    earliest first: what the stream shares between the query's sessions (every session is sampled here)."""
+    out: dict[str, dict[str, list[tuple[float, str, int]]]] = {}
+    for sid, grades in result.session_grades.items():
+        session = result.sessions.get(sid)
+        if session is None:
+            continue
+        docs = out.setdefault(session.query, {})
+        for doc, level in grades.items():
+            docs.setdefault(doc, []).append((session.ts, sid, level))
+    for docs in out.values():
+        for graders in docs.values():
+            graders.sort()
+    return out
+
+
+def effective_labels(result, sid: str, config: StreamConfig = CONFIG,  # type: ignore[no-untyped-def]
+                     shared: dict[str, dict[str, list[tuple[float, str, int]]]] | None = None) -> dict[str, int]:
+    """The grades a session ends with: its own, over its query's judgments, over (with
+    ``share_session_grades``) the grade of the earliest other session of its query that graded the
+    document (brute force over the simulator's truth, no stream code)."""
+    s = result.sessions[sid]
+    reused: dict[str, int] = {}
+    if config.share_session_grades:
+        for doc, graders in (shared if shared is not None else shared_by_query(result)).get(s.query, {}).items():
+            first = next(((ts, other, level) for ts, other, level in graders if other != sid), None)
+            if first is not None:
+                reused[doc] = first[2]
+    return {**reused, **result.query_grades.get(s.query, {}), **result.session_grades.get(sid, {})}
+
+
+def recompute(result, config: StreamConfig = CONFIG) -> dict[str, dict[str, float]]:  # type: ignore[no-untyped-def]
+    """Per group, from the simulator's ground truth with the metric functions (no stream code)."""
+    out: dict[str, dict[str, float]] = {}
+    shared = shared_by_query(result)
+    for sid, s in result.sessions.items():
+        labels = effective_labels(result, sid, config, shared)
+        k = config.k[s.bucket]
+        top = list(s.doc_ids[:k])
+        group = out.setdefault(f"{s.bucket}|{s.ranker}|{s.variant}",
+                               {"sessions": 0, "dcg": 0.0, "ndcg": 0.0, "pos": 0, "neg": 0, "expired": 0})
+        if sum(d in labels for d in top) / len(top) < config.min_coverage:
+            group["expired"] += 1
+            continue
+        shown = [GAINS[labels[d]] if d in labels else 0.0 for d in top]
+        judged = [i for i, d in enumerate(top) if d in labels]
+        counts = pair_counts([labels[top[i]] for i in judged], [s.scores[i] for i in judged])
+        group["sessions"] += 1
+        group["dcg"] += dcg(shown, k)
+        group["ndcg"] += ndcg(shown, [GAINS[g] for g in labels.values()], k)
+        group["pos"] += counts.positive("seed")
+        group["neg"] += counts.discordant
+    return out
