@@ -32,12 +32,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from monitor.core.decoding import decode_event
 from monitor.core.events import (
     DEFAULT_LIMITS,
     Event,
     EventError,
     Limits,
-    decode_event,
     expect_topic,
 )
 from monitor.core.grades import Scale
