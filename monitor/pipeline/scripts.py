@@ -7,7 +7,9 @@ The scripts are package data (``monitor/pipeline/lua/*.lua``), read here once:
 * :data:`SHARED_MERGE` (``shared_merge.lua``): one grading session's grades merged into its query's shared
   grades (read back with :func:`parse_shared`);
 * :data:`QUERY_MERGE` (``query_merge.lua``): a query annotation's grades merged into the query's
-  judgments, the latest ``ts`` winning.
+  judgments, the latest ``ts`` winning;
+* :data:`SKETCH_READ` (``sketch_read.lua``): the sketch cells a batch's impressions without a bucket are
+  estimated from, every slice in one command.
 
 Also the stored form of a session's early labels (:func:`early_json`, :func:`parse_early`).
 """
@@ -38,6 +40,9 @@ SHARED_MERGE = _script("shared_merge.lua")
 
 QUERY_MERGE = _script("query_merge.lua")
 """A query annotation's grades into its ``labels`` and ``label_ts``; returns the documents whose grade won."""
+
+SKETCH_READ = _script("sketch_read.lua")
+"""The values of ``ARGV`` (cell fields) in each of ``KEYS`` (sketch slices), slice after slice."""
 
 
 class Ops:
@@ -86,13 +91,14 @@ def merged_shared(entries: SharedGrades, write: tuple[str, str, float, Labels]) 
 
 @dataclass(frozen=True)
 class Scripts:
-    """The three scripts registered with one client (each call runs by SHA, loaded again if Redis lost it)."""
+    """The scripts registered with one client (each call runs by SHA, loaded again if Redis lost it)."""
 
     apply_ops: AsyncScript
     shared_merge: AsyncScript
     query_merge: AsyncScript
+    sketch_read: AsyncScript
 
     @classmethod
     def register(cls, redis: Redis) -> Scripts:
         return cls(redis.register_script(APPLY_OPS), redis.register_script(SHARED_MERGE),
-                   redis.register_script(QUERY_MERGE))
+                   redis.register_script(QUERY_MERGE), redis.register_script(SKETCH_READ))

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
@@ -37,6 +37,7 @@ from monitor.core.events import (
     DEFAULT_LIMITS,
     Event,
     EventError,
+    Impression,
     Limits,
     expect_topic,
 )
@@ -45,6 +46,7 @@ from monitor.core.stream.admission import future_error, past_error, undeclared_e
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.join import close_step, quiet_horizon, step
 from monitor.core.stream.labels import merge_grades
+from monitor.core.stream.sampling import budget_period
 from monitor.core.stream.session import SessionRecord
 from monitor.core.stream.transition import Loaded, Transition
 from monitor.pipeline.batch import Batch, Fenced, Message, Outbox, Outcome, StateBehind
@@ -92,36 +94,33 @@ class RedisState(Reader):
         caller saw just before this batch on that topic, if any), a batch that would leave a hole raises
         :class:`StateBehind` before anything is written: a topic's first new message must follow Redis's
         applied offset directly, or Redis must have applied ``previous`` (nothing lies in between)."""
-        meta = await self._meta(partition)
+        decoded = [self._decode(message) for message in messages]
+        periods = {budget_period(e.ts, self.config) for e in decoded if isinstance(e, Impression)}
+        meta, spent = await self._meta(partition, periods)
         applied = {k[4:]: int(v) for k, v in meta.items() if k.startswith("off:")}
         if previous is not None:
             self._check_behind(partition, messages, applied, previous)
         outcomes: list[Outcome | None] = [None] * len(messages)
         events: list[tuple[int, Event]] = []
         rejected: list[tuple[int, EventError]] = []
-        for index, message in enumerate(messages):
+        for index, (message, event) in enumerate(zip(messages, decoded, strict=True)):
             if applied.get(message.topic, -1) >= message.offset:
                 outcomes[index] = Outcome(skipped=True)
                 continue
             applied[message.topic] = message.offset
-            try:
-                event = decode_event(message.raw, self.scale, self.limits)
-                if message.role is not None:
-                    expect_topic(event, message.role)
-                ahead = undeclared_error(event, self.config) or future_error(event, self.clock(), self.config)
-                if ahead is not None:
-                    raise ahead
-            except EventError as invalid:
-                rejected.append((index, invalid))
-                continue
-            events.append((index, event))
+            if isinstance(event, EventError):
+                rejected.append((index, event))
+            else:
+                events.append((index, event))
         watermark = float(meta["wm"]) if "wm" in meta else -math.inf
         batch = Batch(partition)
         for index, error in rejected:
             outcomes[index] = Outcome(dead_letter=error)
             batch.counters[("", f"dead_letter:{error.code}")] += 1.0
-        state, query_labels, shared, query_stamps = await prefetch(
-            self.redis, self.keys, self.config, partition, watermark, [e for _, e in events])
+        read = await prefetch(self.redis, self.keys, self.scripts, self.config, partition, watermark,
+                              [e for _, e in events], spent, self.partitions)
+        state, query_labels, shared, query_stamps = (read.state, read.query_labels, read.shared,
+                                                     read.query_stamps)
         steps: list[tuple[int, Transition, Loaded]] = []
         for index, event in events:
             stale = past_error(event, state.watermark, self.config)
@@ -131,6 +130,9 @@ class RedisState(Reader):
                 continue
             loaded = state.load(event, query_labels, self.config, shared, query_stamps)
             transition = step(event, loaded, self.config, self.scale, self.partitions)
+            if transition.pending_queries and transition.pending_queries[0][0] not in read.loaded:
+                raise RuntimeError(f"a session of query {transition.pending_queries[0][0]} was sampled "
+                                   "without its judgments read (prefetch.candidates must give its query)")
             state.apply(transition)
             if transition.query_labels is not None:  # what the batch's later impressions read
                 key, labels = transition.query_labels
@@ -156,10 +158,33 @@ class RedisState(Reader):
         await self._commit(partition, batch, offsets, fence=meta.get(SEQ, ""))
         return [o if o is not None else Outcome(skipped=True) for o in outcomes]
 
-    async def _meta(self, partition: int) -> dict[str, str]:
-        """The partition's ``meta`` hash: watermark, applied offsets, commit counter."""
-        stored = await self.redis.hgetall(self.keys.p(partition, "meta"))
-        return {text(k): text(v) for k, v in stored.items()}
+    def _decode(self, message: Message) -> Event | EventError:
+        """The message's event, or why it is a dead letter (invalid, on the wrong topic, undeclared, ahead
+        of the wall clock)."""
+        try:
+            event = decode_event(message.raw, self.scale, self.limits)
+            if message.role is not None:
+                expect_topic(event, message.role)
+            ahead = undeclared_error(event, self.config) or future_error(event, self.clock(), self.config)
+            if ahead is not None:
+                raise ahead
+        except EventError as invalid:
+            return invalid
+        return event
+
+    async def _meta(self, partition: int, periods: Iterable[int] = ()
+                    ) -> tuple[dict[str, str], dict[tuple[str, int], float]]:
+        """The partition's ``meta`` hash (watermark, applied offsets, commit counter) and the budget spent
+        per (bucket, period) in ``periods``: one round trip."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hgetall(self.keys.p(partition, "meta"))
+        ordered = sorted(periods)
+        for period in ordered:
+            pipe.hgetall(self.keys.p(partition, "bud", period))
+        stored, *budgets = await pipe.execute()
+        spent = {(text(bucket), period): float(used)
+                 for period, fields in zip(ordered, budgets, strict=True) for bucket, used in fields.items()}
+        return {text(k): text(v) for k, v in stored.items()}, spent
 
     def _check_behind(self, partition: int, messages: Sequence[Message], applied: Mapping[str, int],
                       previous: Mapping[str, int]) -> None:
@@ -185,7 +210,7 @@ class RedisState(Reader):
                      outbox: Outbox | None = None) -> Outcome:
         """Count a message as a dead letter (by reason code) and commit its offset (fenced; skipped if
         already applied)."""
-        meta = await self._meta(partition)
+        meta, _ = await self._meta(partition)
         if int(meta.get(f"off:{topic}", -1)) >= offset:
             return Outcome(skipped=True)
         outcome = Outcome(dead_letter=error)
@@ -198,10 +223,12 @@ class RedisState(Reader):
 
     async def apply_event(self, partition: int, event: Event) -> Outcome:
         """An event that did not come from a topic (tests apply fan-outs with it): no offset."""
-        meta = await self.redis.hget(self.keys.p(partition, "meta"), "wm")
-        state, query_labels, shared, query_stamps = await prefetch(
-            self.redis, self.keys, self.config, partition, float(meta) if meta else -math.inf, [event])
-        loaded = state.load(event, query_labels, self.config, shared, query_stamps)
+        periods = [budget_period(event.ts, self.config)] if isinstance(event, Impression) else []
+        meta, spent = await self._meta(partition, periods)
+        watermark = float(meta["wm"]) if "wm" in meta else -math.inf
+        read = await prefetch(self.redis, self.keys, self.scripts, self.config, partition, watermark, [event],
+                              spent, self.partitions)
+        loaded = read.state.load(event, read.query_labels, self.config, read.shared, read.query_stamps)
         transition = step(event, loaded, self.config, self.scale, self.partitions)
         batch = Batch(partition)
         batch.add(transition, self.config)
