@@ -71,10 +71,10 @@ class RedisState(Reader):
         self.scripts = Scripts.register(redis)
 
     # -- messages -------------------------------------------------------------------------------------
-    async def handle(self, partition: int, topic: str, offset: int, raw: bytes,
-                     outbox: Outbox | None = None, role: str | None = None) -> Outcome:
+    async def handle(self, partition: int, topic: str, offset: int, raw: bytes, outbox: Outbox | None = None,
+                     role: str | None = None, key: bytes | None = None) -> Outcome:
         """One message (a batch of one): see :meth:`handle_batch`."""
-        return (await self.handle_batch(partition, [Message(topic, offset, raw, role, outbox)]))[0]
+        return (await self.handle_batch(partition, [Message(topic, offset, raw, role, outbox, key)]))[0]
 
     async def handle_batch(self, partition: int, messages: Sequence[Message],
                            previous: Mapping[str, int] | None = None) -> list[Outcome]:
@@ -151,8 +151,8 @@ class RedisState(Reader):
             outcomes[index] = Outcome(transition=transition, fan_out=tuple(spread.get(index, ())))
         for index, message in enumerate(messages):
             outcome = outcomes[index]
-            if message.outbox is not None and outcome is not None and not outcome.skipped:
-                batch.entries.extend(message.outbox(outcome))
+            if message.outbox is not None and outcome is not None and outcome.publishes():
+                batch.entries.extend(message.outbox(partition, message, outcome))
         offsets = {m.topic: m.offset for m, o in zip(messages, outcomes, strict=True)
                    if o is not None and not o.skipped}
         await self._commit(partition, batch, offsets, fence=meta.get(SEQ, ""))
@@ -206,19 +206,18 @@ class RedisState(Reader):
         """After Redis lost writes: register the partition again (in the set the exporters read)."""
         self._registered.discard(partition)
 
-    async def reject(self, partition: int, topic: str, offset: int, error: EventError,
-                     outbox: Outbox | None = None) -> Outcome:
+    async def reject(self, partition: int, message: Message, error: EventError) -> Outcome:
         """Count a message as a dead letter (by reason code) and commit its offset (fenced; skipped if
         already applied)."""
         meta, _ = await self._meta(partition)
-        if int(meta.get(f"off:{topic}", -1)) >= offset:
+        if int(meta.get(f"off:{message.topic}", -1)) >= message.offset:
             return Outcome(skipped=True)
         outcome = Outcome(dead_letter=error)
         batch = Batch(partition)
         batch.counters[("", f"dead_letter:{error.code}")] += 1.0
-        if outbox is not None:
-            batch.entries.extend(outbox(outcome))
-        await self._commit(partition, batch, {topic: offset}, fence=meta.get(SEQ, ""))
+        if message.outbox is not None:
+            batch.entries.extend(message.outbox(partition, message, outcome))
+        await self._commit(partition, batch, {message.topic: message.offset}, fence=meta.get(SEQ, ""))
         return outcome
 
     async def apply_event(self, partition: int, event: Event) -> Outcome:
