@@ -57,7 +57,8 @@ class RuntimeView:
         return PipelineView(consumed=dict(processor.consumed), lag=self.lag(), waiting=waiting,
                             redis_memory=memory, redis_retries=processor.retries,
                             quiet_closed=processor.quiet_closed,
-                            processing_retries=processor.processing_retries)
+                            processing_retries=processor.processing_retries,
+                            stage_cpu=dict(runtime.state.cpu))
 
     def lag(self) -> dict[tuple[str, int], int]:
         """(topic, partition) → messages behind the log end, for the source partitions this worker holds."""

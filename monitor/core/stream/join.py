@@ -62,7 +62,7 @@ def next_watermark(watermark: float, event: Event) -> float:
     return max(watermark, event.ts) if isinstance(event, Impression) else watermark
 
 
-def frequency_cells(query: str, config: StreamConfig) -> list[Cell]:
+def frequency_cells(query: str, config: StreamConfig) -> tuple[Cell, ...]:
     return sketch_cells(query, config.sketch_width, config.sketch_depth)
 
 
