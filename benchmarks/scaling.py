@@ -43,7 +43,7 @@ from monitor.pipeline.writer import RedisState
 from monitor.sim import SimConfig, simulate
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
-from stream import services  # benchmarks/stream.py: the services' addresses
+from common import services  # benchmarks/common.py: the services' addresses
 
 CONFIG = StreamConfig(budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
 

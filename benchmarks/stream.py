@@ -1,38 +1,35 @@
-"""Benchmark: one ``monitor worker`` on the real Kafka and Redis: throughput, annotation latency, memory.
+"""Benchmark: ``monitor worker`` on the real Kafka and Redis: throughput, annotation latency, memory.
 
-1. Throughput. A backlog of simulated traffic (monitor.sim, no invalid events) is produced to fresh topics
-   (4 partitions), then, ``--repeats`` times and alternating: one worker (a new consumer group and Redis
-   prefix each time, ``[stream] budget`` unlimited so every session joins: the heaviest path) drains it,
-   and a plain ``AIOKafkaConsumer`` reads every partition of the same topics to the end, ``json.loads``-ing
-   every value (the peer). Time runs from the first message to the end, and the messages of the first
-   batch are not counted: the worker from its first commit in Redis to the group's committed offsets at
-   the end of every partition (the harness's drain; Faust commits every 2.8 s, so this is also shown
-   with the end taken when Redis had applied the last offset); the peer from its first fetch (at most
-   500 records, not counted either) to its last record. Medians and the ratio worker / peer (goal ≥ 0.5).
-2. Annotation-to-gauge latency. Probes, one at a time: a session of a dedicated group (bucket tail, ranker
-   and variant ``probe``), its impression, and once that is applied, one annotation grading its whole
-   top 20. The latency is from producing that annotation to the partition's ``tail|probe|probe|scored``
-   counter in Redis going up by one, polled every 2 ms: the moment ``search_relevance_scored_total``
-   and the gauges, computed from Redis at scrape time, include the session (a scrape itself takes the
-   time on its own row). A fresh worker on empty topics is probed idle first, then, once caught up, while
-   ``monitor produce`` sends it simulated traffic (impressions, then the labels that complete them) at a
-   quarter of the rate measured in 1 (the applied-in-Redis median), then another fresh worker at half
-   that rate, the goal's load. Goal p99 < 1 s.
-3. Memory. A fresh worker with the default annotation budget (2,000 sessions per bucket per hour),
-   written to its ``[stream]`` TOML, while simulated traffic flows (paced at 1.5 × the rate of 1, until
-   ``--memory-events`` messages are applied or the time is up): 10 sessions per second of event time, every
-   query with its bucket, labels only for the sessions the worker samples (as annotators answer annotation
-   requests; which ones is predicted with the worker's own budget rule and checked against its
-   ``sampled`` counter). Every 0.5 s: the worker's RSS (``/proc/<pid>/status``), Redis ``used_memory``
-   and the waiting sessions (what ``search_relevance_waiting_sessions`` counts). Reported at 10%, 50% and
-   100% of the messages applied, with Redis bytes per waiting session: the growth of ``used_memory`` (a
-   shared Redis: others' writes count too) and the ``MEMORY USAGE`` of this run's own keys.
+1. Throughput (:mod:`throughput`): a backlog drained by one worker, in two worlds: ``realistic`` (the
+   headline: impressions dominate, only the ~2% of sessions the worker samples are labelled) and
+   ``annotation-heavy`` (every session sampled and labelled); against raw aiokafka + ``json.loads`` of the
+   same topics and the baseline worker (``--baseline``, before issue 19) in the same run, medians of
+   ``--repeats``; the CPU per message of the worker (by stage), Redis and the broker; and one worker
+   process against ``--processes 2``.
+2. Annotation-to-gauge latency, in the realistic world. Probes, one at a time: a session of a dedicated
+   group (bucket tail, ranker and variant ``probe``, queries with a query-level judgment so that a probe is
+   sampled whatever the budget spent), its impression, and once that is applied, one annotation grading its
+   whole top 20. The latency is from producing that annotation to the partition's ``tail|probe|probe|scored``
+   counter in Redis going up by one, polled every 2 ms: the moment ``search_relevance_scored_total`` and the
+   gauges, computed from Redis at scrape time, include the session (a scrape itself takes the time on its
+   own row). A fresh worker on empty topics is probed idle first, then, once caught up, while realistic
+   traffic flows at a quarter of the rate measured in 1 (the realistic world, applied), then another fresh
+   worker at half that rate, the goal's load (p99 < 1 s). The traffic's event time is moved by whole days
+   to the wall clock (budget periods and sketch slices stay aligned, so the labels go to exactly the
+   sessions the worker samples) and the probes take the traffic's event time.
+3. Memory, in the realistic world: a fresh worker with the realistic budget (``--sampled-share``) while
+   simulated traffic flows (paced at 1.5 × the rate of 1, until ``--memory-events`` messages are applied or
+   the time is up): 10 sessions per second of event time, every query with its bucket, labels only for the
+   sessions the worker samples (which ones is predicted with the worker's own budget rule and checked
+   against its ``sampled`` counter). Every 0.5 s: the worker's RSS (``/proc/<pid>/status``), Redis
+   ``used_memory`` and the waiting sessions (what ``search_relevance_waiting_sessions`` counts). Reported
+   at 10%, 50% and 100% of the messages applied, with Redis bytes per waiting session.
 
 Everything runs on loopback with fresh topic names, group ids and Redis prefixes; the Redis keys and topics
 are deleted at the end. Progress goes to stderr, the table (markdown) and a summary to stdout.
 
-    .venv/bin/python benchmarks/stream.py            # about 10 minutes
-    .venv/bin/python benchmarks/stream.py --quick    # about 1 minute
+    .venv/bin/python benchmarks/stream.py            # about 25 minutes
+    .venv/bin/python benchmarks/stream.py --quick    # about 3 minutes
 """
 
 from __future__ import annotations
@@ -42,27 +39,38 @@ import asyncio
 import bisect
 import itertools
 import json
-import logging
 import math
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka import AIOKafkaProducer
+from common import (
+    PARTITIONS,
+    STARTED,
+    Cleanup,
+    applied,
+    percentile,
+    rss_mib,
+    say,
+    scrape,
+    services,
+)
 from redis.asyncio import Redis
+from throughput import Options as ThroughputOptions
+from throughput import checkout, heavy_world, part_throughput, realistic_world, remove_checkout
 
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.join import budget_period
@@ -70,61 +78,25 @@ from monitor.core.stream.partition import partition_for
 from monitor.sim import SimConfig, generate
 from monitor.sim.records import SimEvent
 from monitor.worker.produce import produce
-from tests.support.worker_harness import Group, Stream, Worker, parse_metrics
+from tests.support.realistic_mix import RealisticMix
+from tests.support.worker_harness import Group, Stream, Worker
 
-PARTITIONS = 4
-# the latency probes' variant is "probe": declared, else they would be counted as "other" and never scored
-VARIANTS_TOML = 'variants = ["control", "canary", "probe"]\n'
-UNLIMITED_TOML = "[stream]\nbudget = { head = 1e9, torso = 1e9, tail = 1e9 }\n" + VARIANTS_TOML
-BUDGET = {"head": 2000.0, "torso": 2000.0, "tail": 2000.0}
-BUDGET_TOML = "[stream]\nbudget = { head = 2000, torso = 2000, tail = 2000 }\n" + VARIANTS_TOML
+BASELINE = "eb0f541"
+"""main before issue 19 (the msgspec decoder, the batch consumer): "today" in the issue's goals."""
+PROBE_QUERIES = 50
 PROBE_GROUP = "tail|probe|probe"
-STARTED = time.monotonic()
-logging.getLogger("aiokafka").setLevel(logging.ERROR)  # "NotLeaderForPartition, retrying" on new topics
+DAY = 86400.0
 
 
-def say(message: str) -> None:
-    print(f"[{time.monotonic() - STARTED:6.1f}s] {message}", file=sys.stderr, flush=True)
+def budget_toml(config: StreamConfig) -> str:
+    """The ``[stream]`` block of a worker with ``config``'s budget (and the probes' variant declared)."""
+    budget = ", ".join(f"{b} = {config.budget[b]:g}" for b in ("head", "torso", "tail"))
+    return (f"[stream]\nbudget = {{ {budget} }}\nbudget_period = {config.budget_period:g}\n"
+            'variants = ["control", "canary", "probe"]\n')
 
 
-# -- services, processes, cleanup ---------------------------------------------------------------------
-def services(bootstrap: str | None, redis_url: str | None) -> tuple[str, str]:
-    """The options, else MONITOR_KAFKA_BOOTSTRAP / MONITOR_REDIS_URL, else ``monitor services status``."""
-    bootstrap = bootstrap or os.environ.get("MONITOR_KAFKA_BOOTSTRAP")
-    redis_url = redis_url or os.environ.get("MONITOR_REDIS_URL")
-    if bootstrap and redis_url:
-        return bootstrap, redis_url
-    done = subprocess.run([sys.executable, "-m", "monitor", "services", "status", "--json"],
-                          capture_output=True, text=True, check=False)
-    try:
-        found = json.loads(done.stdout)["services"]
-        if not (found["kafka"]["answers"] and found["redis"]["answers"]):
-            raise KeyError("answers")
-        return bootstrap or found["kafka"]["address"], redis_url or found["redis"]["address"]
-    except (ValueError, KeyError, TypeError):
-        raise SystemExit("no Kafka and Redis: run `monitor services up` (or pass --bootstrap and --redis-url)"
-                         ) from None
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return math.nan
-
-
-async def applied(redis: Redis, prefix: str) -> dict[tuple[str, int], int]:
-    """(topic, partition) -> next offset to apply, from the worker's per-partition offsets in Redis."""
-    pipe = redis.pipeline(transaction=False)
-    for partition in range(PARTITIONS):
-        pipe.hgetall(f"{prefix}:{{p{partition}}}:meta")
-    out: dict[tuple[str, int], int] = {}
-    for partition, meta in enumerate(await pipe.execute()):
-        for name, value in meta.items():
-            name = name.decode()
-            if name.startswith("off:"):
-                out[(name[4:], partition)] = int(value) + 1
-    return out
+def events_total(samples: dict) -> float:
+    return sum(v for (name, _), v in samples.items() if name == "search_relevance_events_total")
 
 
 async def waiting_and_memory(redis: Redis, prefix: str) -> tuple[int, int]:
@@ -160,190 +132,11 @@ async def prefix_memory(redis: Redis, prefix: str) -> dict[str, tuple[int, int]]
     return {kind: (n, size) for kind, (n, size) in out.items()}
 
 
-async def drop_prefix(redis_url: str, prefix: str) -> int:
-    redis = Redis.from_url(redis_url)
-    try:
-        keys = [k async for k in redis.scan_iter(match=f"{prefix}:*", count=5000)]
-        for first in range(0, len(keys), 1000):
-            await redis.unlink(*keys[first:first + 1000])
-        return len(keys)
-    finally:
-        await redis.aclose()
-
-
-async def drop_topics(bootstrap: str, names: list[str]) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        existing = set(await admin.list_topics())
-        doomed = [n for n in names if n in existing]
-        if doomed:
-            await admin.delete_topics(doomed)
-    finally:
-        await admin.close()
-
-
-@dataclass
-class Cleanup:
-    bootstrap: str
-    redis_url: str
-    prefixes: list[str] = field(default_factory=list)
-    topics: list[str] = field(default_factory=list)
-    groups: list[Group] = field(default_factory=list)
-
-    def group(self, group: Group) -> Group:
-        self.groups.append(group)
-        self.prefixes.append(group.app_id)
-        self.topics.extend([group.outputs.dead_letters, group.outputs.requests,
-                            f"{group.app_id}-__assignor-__leader"])  # Faust's own
-        return group
-
-    def stream(self, stream: Stream) -> Stream:
-        self.topics.extend([*stream.topics.values(), f"e2e-{stream.tag}-unused-dead-letters",
-                            f"e2e-{stream.tag}-unused-requests"])  # Stream.send creates them too
-        return stream
-
-    def run(self) -> None:
-        for group in self.groups:
-            group.stop()
-        keys = sum(asyncio.run(drop_prefix(self.redis_url, p)) for p in dict.fromkeys(self.prefixes))
-        try:
-            asyncio.run(drop_topics(self.bootstrap, list(dict.fromkeys(self.topics))))
-        except Exception as error:  # the numbers are printed already; say so and go on
-            say(f"could not delete the topics ({type(error).__name__}: {error})")
-        say(f"cleaned up: {keys} Redis keys, {len(set(self.topics))} topics")
-
-
-# -- 1. throughput ------------------------------------------------------------------------------------
-def backlog(messages: int, seed: int) -> list[SimEvent]:
-    """The first ``messages`` records of a simulated run (about 16 records per session)."""
-    config = SimConfig(seed=seed, n_sessions=messages // 12 + 10, duration_s=6 * 3600, invalid_rate=0.0)
-    events = list(itertools.islice(generate(config), messages))
-    if len(events) < messages:
-        raise SystemExit(f"the simulation gave {len(events)} records, fewer than {messages}")
-    return events
-
-
-async def end_offsets(stream: Stream) -> dict[tuple[str, int], int]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=stream.bootstrap)
-    await consumer.start()
-    try:
-        partitions = [TopicPartition(t, p) for t in stream.topics.values() for p in range(stream.partitions)]
-        ends = await consumer.end_offsets(partitions)
-        return {(tp.topic, tp.partition): end for tp, end in ends.items() if end > 0}
-    finally:
-        await consumer.stop()
-
-
-async def committed_at_end(stream: Stream, group_id: str, ends: dict[tuple[str, int], int],
-                           workers: list[Worker], timeout: float, poll: float = 0.1) -> float:
-    """When ``group_id``'s committed offsets first reached ``ends`` (``time.monotonic``), as the harness's
-    drain decides it (committed means processed), polled every ``poll`` seconds over one admin client."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=stream.bootstrap)
-    await admin.start()
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            committed = {(tp.topic, tp.partition): meta.offset
-                         for tp, meta in (await admin.list_consumer_group_offsets(group_id)).items()}
-            now = time.monotonic()
-            if all(committed.get(tp, 0) >= end for tp, end in ends.items()):
-                return now
-            for worker in workers:
-                if worker.process.poll() is not None:
-                    raise SystemExit(f"the worker exited ({worker.process.returncode}):\n"
-                                     f"{worker.log.read_text()[-3000:]}")
-            if now > deadline:
-                raise SystemExit(f"{group_id} did not drain in {timeout:.0f} s")
-            await asyncio.sleep(poll)
-    finally:
-        await admin.close()
-
-
-@dataclass
-class Drain:
-    messages: int            # counted: the backlog less what the first commit had applied
-    applied_s: float         # first commit in Redis -> last offset applied in Redis
-    committed_s: float       # first commit in Redis -> committed offsets at the end
-    ready_s: float           # process start -> /readyz 200
-    rss_mib: float
-
-    @property
-    def rate(self) -> float:
-        return self.messages / self.committed_s
-
-    @property
-    def applied_rate(self) -> float:
-        return self.messages / self.applied_s
-
-
-async def watch_drain(group: Group, worker: Worker, redis_url: str, ends: dict[tuple[str, int], int],
-                      timeout: float) -> tuple[int, float, float]:
-    redis = Redis.from_url(redis_url)
-    committed = asyncio.create_task(committed_at_end(group.stream, group.app_id, ends, [worker], timeout))
-    try:
-        total = sum(ends.values())
-        first: tuple[float, int] | None = None
-        while True:
-            offsets = await applied(redis, group.app_id)
-            now = time.monotonic()
-            done = sum(offsets.values())
-            if first is None and done > 0:
-                first = (now, done)
-            if first is not None and all(offsets.get(tp, 0) >= end for tp, end in ends.items()):
-                break
-            if committed.done():  # committed before we saw it applied: only if it failed
-                committed.result()
-            await asyncio.sleep(0.01 if first is None else 0.05)
-        end_committed = await committed
-        return total - first[1], now - first[0], max(end_committed, now) - first[0]
-    finally:
-        committed.cancel()
-        await redis.aclose()
-
-
-def worker_drain(group: Group, redis_url: str, ends: dict[tuple[str, int], int], timeout: float) -> Drain:
-    started = time.monotonic()
-    worker = group.start()
-    ready = time.monotonic() - started
-    try:
-        messages, applied_s, committed_s = asyncio.run(watch_drain(group, worker, redis_url, ends, timeout))
-        rss = rss_mib(worker.process.pid)
-    finally:
-        group.stop()
-    return Drain(messages, applied_s, committed_s, ready, rss)
-
-
-async def raw_consume(stream: Stream, ends: dict[tuple[str, int], int]) -> tuple[int, float]:
-    """The peer: aiokafka reads every partition to its end and json.loads every value."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=stream.bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        partitions = [TopicPartition(t, p) for (t, p) in ends]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
-        left = {TopicPartition(t, p): end for (t, p), end in ends.items()}
-        count, first, skip = 0, 0.0, 0
-        while left:
-            batch = await consumer.getmany(timeout_ms=1000, max_records=500)
-            if batch and not first:  # not counted, as the worker's first batch of at most 500
-                first = time.monotonic()
-                skip = sum(len(records) for records in batch.values())
-            for tp, records in batch.items():
-                for record in records:
-                    json.loads(record.value)
-                count += len(records)
-                if records and records[-1].offset + 1 >= left.get(tp, math.inf):
-                    del left[tp]
-        return count - skip, time.monotonic() - first
-    finally:
-        await consumer.stop()
-
-
 # -- 2. latency ---------------------------------------------------------------------------------------
 def probe_events(sid: str, ts: float, rng: random.Random) -> tuple[bytes, bytes]:
-    docs = [f"probe-doc-{n}" for n in range(20)]
-    impression = {"type": "impression", "session_id": sid, "query": f"probe query {rng.randrange(50)}",
+    docs = [f"{sid}-doc-{n}" for n in range(20)]  # its own documents: no other probe's grades cover them
+    query = f"probe query {rng.randrange(PROBE_QUERIES)}"
+    impression = {"type": "impression", "session_id": sid, "query": query,
                   "query_bucket": "tail", "ranker": "probe", "variant": "probe", "ts": ts,
                   "results": [{"doc_id": d, "position": i, "score": 1.0 - i / 100}
                               for i, d in enumerate(docs, start=1)]}
@@ -377,7 +170,24 @@ class Probes:
     lost: int
 
 
-async def run_probes(group: Group, redis_url: str, until: float, most: int, tag: str) -> Probes:
+async def judge_probe_queries(group: Group) -> None:
+    """A query-level judgment for each probe query (of a document no probe shows): a judged query's
+    sessions are sampled outside the budget, so every probe is, whatever the traffic spent."""
+    producer = AIOKafkaProducer(bootstrap_servers=group.stream.bootstrap, acks="all", enable_idempotence=True)
+    await producer.start()
+    try:
+        for n in range(PROBE_QUERIES):
+            query = f"probe query {n}"
+            value = json.dumps({"type": "annotation", "query": query,
+                                "grades": [{"doc_id": "probe-unshown", "grade": "无"}]}, ensure_ascii=False)
+            await producer.send_and_wait(group.stream.topics["annotations"], value.encode(),
+                                         key=query.encode())
+    finally:
+        await producer.stop()
+
+
+async def run_probes(group: Group, redis_url: str, until: float, most: int, tag: str,
+                     clock: Callable[[], float] = time.time) -> Probes:
     topics = group.stream.topics
     rng = random.Random(7)
     redis = Redis.from_url(redis_url)
@@ -391,11 +201,12 @@ async def run_probes(group: Group, redis_url: str, until: float, most: int, tag:
                 break
             sid = f"probe-{tag}-{n}"
             partition = partition_for(sid.encode(), PARTITIONS)
-            impression, labels = probe_events(sid, time.time(), rng)
+            impression, labels = probe_events(sid, clock(), rng)
             seen = await counter(redis, group.app_id, partition, "impressions")
             await producer.send_and_wait(topics["impressions"], impression, key=sid.encode())
             if await wait_counter(redis, group.app_id, partition, "impressions", seen, 30.0) is None:
                 out.lost += 1
+                say(f"  probe {sid}: its impression was not counted within 30 s")
                 continue
             scored = await counter(redis, group.app_id, partition, "scored")
             sent = time.perf_counter()
@@ -404,6 +215,7 @@ async def run_probes(group: Group, redis_url: str, until: float, most: int, tag:
             counted = await wait_counter(redis, group.app_id, partition, "scored", scored, 30.0)
             if counted is None:
                 out.lost += 1
+                say(f"  probe {sid}: not scored within 30 s of its annotation")
                 continue
             out.latencies.append(counted - sent)
             out.acks.append(acked - sent)
@@ -416,20 +228,130 @@ async def run_probes(group: Group, redis_url: str, until: float, most: int, tag:
     return out
 
 
-def events_total(samples: dict) -> float:
-    return sum(v for (name, _), v in samples.items() if name == "search_relevance_events_total")
+
+class Traffic:
+    """Realistic traffic for part 2: a backlog whose event times are moved by whole days to the wall
+    clock, produced at ``rate`` in a thread; :meth:`now` is the event time it has reached."""
+
+    def __init__(self, rate: float, seconds: float, sampled_share: float, seed: int) -> None:
+        sessions = max(int(rate * seconds / 1.39 * 1.2), 500)  # ~1.39 messages per session
+        self.backlog = RealisticMix(sessions=sessions, sampled_share=sampled_share, seed=seed).backlog()
+        first = json.loads(self.backlog.events[0].value)["ts"]
+        self.shift = math.floor((time.time() - first) / DAY) * DAY
+        self.ts = first + self.shift
+        self.rate, self.stop = rate, threading.Event()
+        self.sent = 0
+
+    def now(self) -> float:
+        return self.ts
+
+    def moved(self) -> Iterator[SimEvent]:
+        for event in self.backlog.events:
+            if self.stop.is_set():
+                return
+            obj = json.loads(event.value)
+            if "ts" in obj:
+                obj["ts"] += self.shift
+                if event.topic == "impressions":
+                    self.ts = max(self.ts, obj["ts"])
+            self.sent += 1
+            yield SimEvent(event.topic, event.key, json.dumps(obj, ensure_ascii=False).encode(), event.ts)
+
+    def start(self, bootstrap: str, topics: dict[str, str]) -> threading.Thread:
+        thread = threading.Thread(target=lambda: asyncio.run(produce(bootstrap, topics, self.moved(),
+                                                                     self.rate)), daemon=True)
+        thread.start()
+        return thread
 
 
-def scrape(worker: Worker) -> tuple[dict, float]:
-    started = time.perf_counter()
-    text = worker.metrics_text()
-    return parse_metrics(text), time.perf_counter() - started
+def caught_up(worker: Worker, within: float, rate: float) -> tuple[bool, float]:
+    """Wait (scraping every second) until the worker's consumer lag is below a tenth of a second of
+    traffic; whether it was, and the seconds it took."""
+    started = time.monotonic()
+    while True:
+        time.sleep(1.0)
+        samples, _ = scrape(worker)
+        lag = sum(v for (name, _), v in samples.items() if name == "search_relevance_consumer_lag")
+        if events_total(samples) > 0 and lag <= max(20.0, rate / 10):
+            return True, time.monotonic() - started
+        if time.monotonic() - started > within:
+            return False, time.monotonic() - started
 
 
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+def part_latency(options: Options, bootstrap: str, redis_url: str, scratch: Path, cleanup: Cleanup,
+                 tag: str, report: Report, sustained: float) -> None:
+    """Part 2: probes on an idle worker, then with realistic traffic at a quarter and at half of
+    ``sustained`` (each load on a fresh worker and topics, so the second starts from nothing behind)."""
+    say("2. latency: probes one at a time, on an idle worker, then with realistic traffic at 1/4 and 1/2 of "
+        f"{sustained:.0f} msg/s")
+    config = RealisticMix(sampled_share=options.sampled_share).stream()
+    for share, seconds in ((0.25, options.latency_s / 3), (0.5, options.latency_s * 2 / 3)):
+        background = sustained * share
+        name = f"lat{int(share * 100)}"
+        traffic = Traffic(background, options.warmup_s + seconds + 20.0, options.sampled_share,
+                          seed=17 + int(share * 100))
+        stream = cleanup.stream(Stream(bootstrap, tag=f"{tag}-{name}", partitions=PARTITIONS))
+        stream.send([])
+        group = cleanup.group(Group(stream, redis_url, scratch, name, budget_toml(traffic.backlog.stream)))
+        worker = group.start()
+        asyncio.run(judge_probe_queries(group))
+        if share == 0.25:
+            idle = asyncio.run(run_probes(group, redis_url, time.monotonic() + options.idle_s,
+                                          options.idle_probes, f"{tag}-idle", traffic.now))
+            i50, i99 = percentile(idle.latencies, 50), percentile(idle.latencies, 99)
+            say(f"  idle: p50 {1000 * i50:.0f} ms, p99 {1000 * i99:.0f} ms ({len(idle.latencies)} probes)")
+            report.rows.append((
+                "2", f"annotation → session counted, idle worker, p50 / p99 ({len(idle.latencies)} probes)",
+                f"{1000 * i50:.0f} / {1000 * i99:.0f} ms", "no other traffic", ""))
+        thread = traffic.start(bootstrap, stream.topics)
+        try:
+            ok, took = caught_up(worker, options.warmup_s, background)
+            say(f"  {background:.0f} msg/s: " + (f"caught up after {took:.0f} s" if ok else
+                                                 f"still behind after {took:.0f} s; probing anyway"))
+            before, _ = scrape(worker)
+            started = time.monotonic()
+            probes = asyncio.run(run_probes(group, redis_url, started + seconds, options.probes,
+                                            f"{tag}-{name}", traffic.now))
+            after, _ = scrape(worker)
+            elapsed = time.monotonic() - started
+            if not thread.is_alive() and traffic.sent < len(traffic.backlog.events):
+                raise SystemExit("the traffic stopped before its end")
+        finally:
+            traffic.stop.set()
+            thread.join(timeout=60)
+        consumed = (events_total(after) - events_total(before)) / elapsed
+        lag = sum(v for (n, _), v in after.items() if n == "search_relevance_consumer_lag")
+        scrapes = [scrape(worker)[1] for _ in range(5)] if share == 0.5 else []
+        counted = sum(v for (metric, labels), v in scrape(worker)[0].items()
+                      if metric == "search_relevance_scored_total" and dict(labels).get("ranker") == "probe")
+        group.stop()
+        if not probes.latencies:
+            raise SystemExit(f"no probe was counted ({probes.lost} lost); the worker's log:\n"
+                             f"{worker.log.read_text()[-3000:]}")
+        p50, p99 = percentile(probes.latencies, 50), percentile(probes.latencies, 99)
+        label = "half of" if share == 0.5 else "a quarter of"
+        say(f"  {background:.0f} msg/s: p50 {1000 * p50:.0f} ms, p99 {1000 * p99:.0f} ms "
+            f"({len(probes.latencies)} probes), consumed {consumed:.0f} msg/s, lag {lag:.0f}")
+        report.rows += [
+            ("2", f"realistic traffic at {label} the drain rate: annotation → session counted, p50 / p99 "
+                  f"({len(probes.latencies)} probes)", f"{1000 * p50:.0f} / {1000 * p99:.0f} ms",
+             "goal p99 < 1,000 ms" if share == 0.5 else "", f"**{p99:.2f} s**" if share == 0.5 else ""),
+            ("2", f"traffic consumed meanwhile (offered: {label} {sustained:,.0f}); lag at the end",
+             f"{consumed:,.0f} msg/s; {lag:,.0f} msgs", f"offered {background:,.0f} msg/s",
+             f"{consumed / background:.2f}"),
+        ]
+        if share == 0.5:
+            report.rows += [
+                ("2", "the producer's ack of the annotation (acks=all), p50",
+                 f"{1000 * percentile(probes.acks, 50):.0f} ms", "", ""),
+                ("2", "a /metrics scrape (median of 5, after the run)",
+                 f"{1000 * statistics.median(scrapes):.0f} ms", "", ""),
+            ]
+        report.notes.append(
+            f"2. at {background:,.0f} msg/s ({config.budget} sessions sampled per "
+            f"{config.budget_period:.0f} s): {len(probes.latencies)} probes in {elapsed:.0f} s "
+            f"({probes.lost} lost), max {1000 * max(probes.latencies):.0f} ms; "
+            f"scored_total{{ranker=\"probe\"}} on /metrics: {counted:.0f}.")
 
 
 # -- 3. memory ----------------------------------------------------------------------------------------
@@ -535,7 +457,6 @@ async def counters_and_keys(redis_url: str, prefix: str) -> tuple[Counter[str], 
         await redis.aclose()
 
 
-# -- the three parts ----------------------------------------------------------------------------------
 @dataclass
 class Options:
     messages: int
@@ -547,6 +468,7 @@ class Options:
     idle_s: float
     memory_events: int
     time_limit: float
+    sampled_share: float
 
 
 Row = tuple[str, str, str, str, str]
@@ -558,162 +480,20 @@ class Report:
     notes: list[str] = field(default_factory=list)
 
 
-def part_throughput(options: Options, bootstrap: str, redis_url: str, scratch: Path, cleanup: Cleanup,
-                    tag: str, report: Report) -> tuple[float, float]:
-    """Part 1; returns the medians (committed, applied) of the worker in messages per second."""
-    say(f"1. throughput: producing {options.messages} simulated messages")
-    stream = cleanup.stream(Stream(bootstrap, tag=f"{tag}-tp", partitions=PARTITIONS))
-    events = backlog(options.messages, seed=11)
-    sessions = sum(1 for e in events if e.topic == "impressions")
-    started = time.monotonic()
-    stream.send(events)
-    del events
-    ends = asyncio.run(end_offsets(stream))
-    if sum(ends.values()) != options.messages:
-        raise SystemExit(f"the topics hold {sum(ends.values())} messages, not {options.messages}")
-    say(f"  {options.messages} messages ({sessions} sessions) produced in {time.monotonic() - started:.1f} s")
-    drains: list[Drain] = []
-    raws: list[tuple[int, float]] = []
-    for index in range(options.repeats):
-        group = cleanup.group(Group(stream, redis_url, scratch, f"tp{index}", UNLIMITED_TOML))
-        drains.append(worker_drain(group, redis_url, ends, timeout=max(120.0, options.messages / 100)))
-        asyncio.run(drop_prefix(redis_url, group.app_id))
-        raws.append(asyncio.run(raw_consume(stream, ends)))
-        d = drains[-1]
-        say(f"  repeat {index + 1}: worker {d.rate:.0f}/s committed, {d.applied_rate:.0f}/s applied "
-            f"(ready in {d.ready_s:.1f} s, RSS {d.rss_mib:.0f} MiB); raw {raws[-1][0] / raws[-1][1]:.0f}/s")
-    worker = statistics.median(d.rate for d in drains)
-    applied_rate = statistics.median(d.applied_rate for d in drains)
-    raw = statistics.median(n / s for n, s in raws)
-    n = options.repeats
-    report.rows += [
-        ("1", f"one worker draining the backlog, to committed offsets (median of {n})",
-         f"{worker:,.0f} msg/s", f"aiokafka + json.loads: {raw:,.0f} msg/s; goal ≥ 0.5",
-         f"**{worker / raw:.3f}**"),
-        ("1", f"the same, to the last offset applied in Redis (median of {n})",
-         f"{applied_rate:,.0f} msg/s", "same peer", f"{applied_rate / raw:.3f}"),
-        ("1", "drain time, worker (committed) / peer (median)",
-         f"{statistics.median(d.committed_s for d in drains):.1f} s",
-         f"{statistics.median(s for _, s in raws):.2f} s", ""),
-        ("1", "worker process start to /readyz (median)",
-         f"{statistics.median(d.ready_s for d in drains):.1f} s", "", ""),
-    ]
-    report.notes.append(
-        f"1. {options.messages:,} messages ({sessions:,} sessions), 4 partitions, every session joined; per "
-        "repeat: worker " + ", ".join(f"{d.rate:,.0f}" for d in drains) + " msg/s (committed), "
-        + ", ".join(f"{d.applied_rate:,.0f}" for d in drains) + " (applied); raw "
-        + ", ".join(f"{a / b:,.0f}" for a, b in raws) + " msg/s.")
-    return worker, applied_rate
-
-
-def lag_of(samples: dict) -> float:
-    return sum(v for (name, _), v in samples.items() if name == "search_relevance_consumer_lag")
-
-
-def caught_up(worker: Worker, within: float, rate: float) -> tuple[bool, float]:
-    """Wait (scraping every second) until the worker's consumer lag is below a tenth of a second of
-    traffic; whether it was, and the seconds it took."""
-    started = time.monotonic()
-    while True:
-        time.sleep(1.0)
-        samples, _ = scrape(worker)
-        if events_total(samples) > 0 and lag_of(samples) <= max(20.0, rate / 10):
-            return True, time.monotonic() - started
-        if time.monotonic() - started > within:
-            return False, time.monotonic() - started
-
-
-def part_latency(options: Options, bootstrap: str, redis_url: str, scratch: Path, cleanup: Cleanup,
-                 tag: str, report: Report, sustained: float) -> None:
-    """Part 2: probes on an idle worker, then with traffic at a quarter and at half of ``sustained``
-    (each load on a fresh worker and topics, so the second starts from nothing behind)."""
-    say("2. latency: probes one at a time, on an idle worker, then with traffic at 1/4 and 1/2 of "
-        f"{sustained:.0f} msg/s")
-    per_session = 16.3  # records per simulated session (monitor.sim defaults)
-    for share, seconds in ((0.25, options.latency_s / 3), (0.5, options.latency_s * 2 / 3)):
-        background = sustained * share
-        name = f"lat{int(share * 100)}"
-        stream = cleanup.stream(Stream(bootstrap, tag=f"{tag}-{name}", partitions=PARTITIONS))
-        stream.send([])
-        group = cleanup.group(Group(stream, redis_url, scratch, name, UNLIMITED_TOML))
-        worker = group.start()
-        if share == 0.25:
-            idle = asyncio.run(run_probes(group, redis_url, time.monotonic() + options.idle_s,
-                                          options.idle_probes, f"{tag}-idle"))
-            i50, i99 = percentile(idle.latencies, 50), percentile(idle.latencies, 99)
-            say(f"  idle: p50 {1000 * i50:.0f} ms, p99 {1000 * i99:.0f} ms ({len(idle.latencies)} probes)")
-            report.rows.append((
-                "2", f"annotation → session counted, idle worker, p50 / p99 ({len(idle.latencies)} probes)",
-                f"{1000 * i50:.0f} / {1000 * i99:.0f} ms", "no other traffic", ""))
-        run_sessions = max(200, int(background * 30 / per_session))  # a simulated run lasts about 30 s
-        log = (scratch / f"{name}-produce.log").open("wb")
-        traffic = subprocess.Popen(
-            [sys.executable, "-m", "monitor", "produce", "--bootstrap", bootstrap, "--sessions",
-             str(run_sessions), "--duration", f"{run_sessions * per_session / background:.1f}",
-             "--rate", f"{background:.1f}", "--forever", "--start", "now"],
-            env=group.env(0), stdout=log, stderr=subprocess.STDOUT)
-        try:
-            ok, took = caught_up(worker, options.warmup_s, background)
-            say(f"  {background:.0f} msg/s: " + (f"caught up after {took:.0f} s" if ok else
-                                                 f"still behind after {took:.0f} s; probing anyway"))
-            before, _ = scrape(worker)
-            started = time.monotonic()
-            probes = asyncio.run(run_probes(group, redis_url, started + seconds, options.probes,
-                                            f"{tag}-{name}"))
-            after, _ = scrape(worker)
-            elapsed = time.monotonic() - started
-            if traffic.poll() is not None:
-                raise SystemExit(f"monitor produce stopped:\n{log.name}")
-        finally:
-            traffic.terminate()
-            traffic.wait(timeout=30)
-            log.close()
-        consumed = (events_total(after) - events_total(before)) / elapsed
-        scrapes = [scrape(worker)[1] for _ in range(5)] if share == 0.5 else []
-        counted = sum(v for (metric, labels), v in scrape(worker)[0].items()
-                      if metric == "search_relevance_scored_total" and dict(labels).get("ranker") == "probe")
-        group.stop()
-        if not probes.latencies:
-            raise SystemExit("no probe was counted")
-        p50, p99 = percentile(probes.latencies, 50), percentile(probes.latencies, 99)
-        label = "half of" if share == 0.5 else "a quarter of"
-        say(f"  {background:.0f} msg/s: p50 {1000 * p50:.0f} ms, p99 {1000 * p99:.0f} ms "
-            f"({len(probes.latencies)} probes), consumed {consumed:.0f} msg/s, lag {lag_of(after):.0f}")
-        report.rows += [
-            ("2", f"annotation → session counted at {label} the rate, p50 / p99 ({len(probes.latencies)} "
-             "probes)", f"{1000 * p50:.0f} / {1000 * p99:.0f} ms",
-             "goal p99 < 1,000 ms" if share == 0.5 else "", f"**{p99:.2f} s**" if share == 0.5 else ""),
-            ("2", f"traffic consumed meanwhile (offered: {label} {sustained:,.0f}); lag at the end",
-             f"{consumed:,.0f} msg/s; {lag_of(after):,.0f} msgs", f"offered {background:,.0f} msg/s",
-             f"{consumed / background:.2f}"),
-        ]
-        if share == 0.5:
-            report.rows += [
-                ("2", "the producer's ack of the annotation (acks=all), p50",
-                 f"{1000 * percentile(probes.acks, 50):.0f} ms", "", ""),
-                ("2", "a /metrics scrape (median of 5, after the run)",
-                 f"{1000 * statistics.median(scrapes):.0f} ms", "", ""),
-            ]
-        report.notes.append(
-            f"2. at {background:,.0f} msg/s: {len(probes.latencies)} probes in {elapsed:.0f} s "
-            f"({probes.lost} lost), max {1000 * max(probes.latencies):.0f} ms; "
-            f"scored_total{{ranker=\"probe\"}} on /metrics: {counted:.0f}.")
-
-
 def part_memory(options: Options, bootstrap: str, redis_url: str, scratch: Path, cleanup: Cleanup,
                 tag: str, report: Report, sustained: float) -> None:
-    seconds = max(options.time_limit - (time.monotonic() - STARTED) - 10.0, 10.0)
+    seconds = options.time_limit
     pace = 1.5 * sustained
     target = min(options.memory_events, int(pace * seconds))
-    say(f"3. memory: up to {target} messages at {pace:.0f} msg/s at most, for {seconds:.0f} s; budget 2,000 "
-        "sessions per bucket per hour")
+    config = RealisticMix(sessions=10**6, sampled_share=options.sampled_share).stream()
+    say(f"3. memory: up to {target} messages at {pace:.0f} msg/s at most, for {seconds:.0f} s; budget "
+        f"{config.budget} sessions per {config.budget_period:.0f} s ({options.sampled_share:.0%} sampled)")
     stream = cleanup.stream(Stream(bootstrap, tag=f"{tag}-mem", partitions=PARTITIONS))
     stream.send([])
-    group = cleanup.group(Group(stream, redis_url, scratch, "mem", BUDGET_TOML))
+    group = cleanup.group(Group(stream, redis_url, scratch, "mem", budget_toml(config)))
     used_before = asyncio.run(waiting_and_memory_once(redis_url, group.app_id))[1]
     worker = group.start()
     stop = threading.Event()
-    config = StreamConfig(budget=BUDGET)
     requested = Requested(config, stop)
     sim = SimConfig(seed=5, n_sessions=options.memory_events, duration_s=options.memory_events / 10.0,
                     bucket_hint_share=1.0, query_judgment_share=0.0, early_label_prob=0.0, invalid_rate=0.0)
@@ -752,7 +532,7 @@ def part_memory(options: Options, bootstrap: str, redis_url: str, scratch: Path,
     kept = totals["sampled"] or 1.0
     session_bytes = sum(kinds.get(kind, (0, 0))[1] for kind in ("s", "e", "q:pending"))
     per_kept = session_bytes / kept
-    steady = per_kept * sum(BUDGET.values()) * config.state_ttl / config.budget_period
+    steady = per_kept * sum(config.budget.values()) * config.state_ttl / config.budget_period
     mib = 2**20
     report.rows += [
         ("3", f"worker RSS at 10% / 50% / 100% of {last.events:,} messages",
@@ -793,7 +573,7 @@ def part_memory(options: Options, bootstrap: str, redis_url: str, scratch: Path,
         "(sessions sampled since then wait for labels the stream has not reached); "
         f"keys by kind (count): {share}. Session records live state_ttl ({config.state_ttl / 3600:.0f} h) "
         f"after their last change, so at a steady budget this run's {per_kept:,.0f} B per sampled session "
-        f"come to about {steady / 2**30:.1f} GiB of Redis (3 buckets × 2,000 an hour × state_ttl).")
+        f"come to about {steady / 2**30:.1f} GiB of Redis (the budget × state_ttl).")
 
 
 async def waiting_and_memory_once(redis_url: str, prefix: str) -> tuple[int, int]:
@@ -808,38 +588,66 @@ async def waiting_and_memory_once(redis_url: str, prefix: str) -> tuple[int, int
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="a smoke run of about a minute")
-    parser.add_argument("--messages", type=int, help="backlog of part 1 (default 100000; quick 10000)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run of a few minutes")
+    parser.add_argument("--messages", type=int, help="backlog of part 1 (default 100000; quick 30000)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sampled-share", type=float, default=0.02,
+                        help="realistic world: share of sessions sampled and labelled (default 0.02)")
+    parser.add_argument("--worlds", default="realistic,annotation-heavy",
+                        help="part 1's worlds, comma-separated (default: realistic,annotation-heavy)")
+    parser.add_argument("--baseline", default=BASELINE,
+                        help=f"git revision of part 1's baseline worker (default {BASELINE}; 'none': skip)")
+    parser.add_argument("--no-processes", action="store_true", help="skip part 1's --processes 2 run")
+    parser.add_argument("--parts", default="1,2,3", help="which parts to run (default 1,2,3)")
     parser.add_argument("--probes", type=int, help="latency probes at most (default 300; quick 30)")
     parser.add_argument("--latency-seconds", type=float, help="part 2's probing time (default 75; quick 10)")
     parser.add_argument("--memory-events", type=int, default=1_000_000, help="part 3's messages at most")
-    parser.add_argument("--time-limit", type=float,
-                        help="seconds for the whole run; part 3 gets what is left (default 580; quick 65)")
+    parser.add_argument("--memory-seconds", type=float, help="part 3's time at most (default 600; quick 30)")
     parser.add_argument("--bootstrap", help="Kafka (default: MONITOR_KAFKA_BOOTSTRAP or monitor services)")
     parser.add_argument("--redis-url", help="Redis (default: MONITOR_REDIS_URL or monitor services)")
     args = parser.parse_args()
     quick = args.quick
     options = Options(
-        messages=args.messages or (10_000 if quick else 100_000), repeats=args.repeats,
+        messages=args.messages or (30_000 if quick else 100_000), repeats=args.repeats,
         probes=args.probes or (30 if quick else 300),
         latency_s=args.latency_seconds or (10.0 if quick else 75.0), warmup_s=8.0 if quick else 30.0,
         idle_probes=5 if quick else 30, idle_s=3.0 if quick else 15.0,
-        memory_events=args.memory_events, time_limit=args.time_limit or (65.0 if quick else 580.0))
+        memory_events=args.memory_events, time_limit=args.memory_seconds or (30.0 if quick else 600.0),
+        sampled_share=args.sampled_share)
+    parts = set(args.parts.split(","))
     bootstrap, redis_url = services(args.bootstrap, args.redis_url)
     load_before = os.getloadavg()
     say(f"Kafka {bootstrap}, Redis {redis_url}, {os.cpu_count()} cores, load average {load_before[0]:.1f}")
     cleanup = Cleanup(bootstrap, redis_url)
     report = Report()
     tag = "bench" + uuid.uuid4().hex[:6]
+    baseline: Path | None = None
     try:
         with tempfile.TemporaryDirectory(prefix="stream-bench-") as folder:
             scratch = Path(folder)
-            _, sustained = part_throughput(options, bootstrap, redis_url, scratch, cleanup, tag, report)
-            part_latency(options, bootstrap, redis_url, scratch, cleanup, tag, report, sustained)
-            part_memory(options, bootstrap, redis_url, scratch, cleanup, tag, report, sustained)
+            sustained = math.nan
+            if "1" in parts:
+                if args.baseline != "none":
+                    baseline = checkout(args.baseline, scratch)
+                worlds = {"realistic": lambda: realistic_world(options.messages, options.sampled_share),
+                          "annotation-heavy": lambda: heavy_world(options.messages)}
+                chosen = [worlds[name]() for name in args.worlds.split(",")]
+                rows, sustained = part_throughput(
+                    ThroughputOptions(options.messages, options.repeats, options.sampled_share, baseline,
+                                      args.baseline, not args.no_processes),
+                    chosen, bootstrap, redis_url, scratch, cleanup, tag)
+                report.rows += rows
+            if math.isnan(sustained):
+                sustained = 4000.0 if not quick else 2000.0
+                say(f"no realistic drain rate measured: parts 2 and 3 take {sustained:.0f} msg/s")
+            if "2" in parts:
+                part_latency(options, bootstrap, redis_url, scratch, cleanup, tag, report, sustained)
+            if "3" in parts:
+                part_memory(options, bootstrap, redis_url, scratch, cleanup, tag, report, sustained)
     finally:
         cleanup.run()
+        if baseline is not None:
+            remove_checkout(baseline)
     load_after = os.getloadavg()
     print("| part | measure | figure | peer / goal | ratio |")
     print("|---|---|---|---|---|")
@@ -849,8 +657,8 @@ def main() -> None:
     for note in report.notes:
         print(note)
     print(f"Wall time {time.monotonic() - STARTED:.0f} s, {os.cpu_count()} cores, load average "
-          f"{load_before[0]:.1f} before and {load_after[0]:.1f} after (a shared machine; the peer of part 1 "
-          "runs in the same conditions, alternating with the worker).")
+          f"{load_before[0]:.1f} before and {load_after[0]:.1f} after (a shared machine; the peers of part 1 "
+          "run in the same conditions, alternating with the worker).")
 
 
 if __name__ == "__main__":

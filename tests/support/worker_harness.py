@@ -112,6 +112,10 @@ class Group:
     extra_env: dict[str, str] = field(default_factory=dict)
     """More environment for this group's workers and CLI runs (e.g. ``MONITOR_ALERTMANAGER_URL``,
     ``MONITOR_ALERT_INTERVAL``, ``MONITOR_DEPLOY_TOKEN``); it overrides the harness's own settings."""
+    args: tuple[str, ...] = ()
+    """More arguments of ``monitor worker`` (e.g. ``--processes 2``)."""
+    source: Path | None = None
+    """Run the workers from this checkout of the project (a benchmark's baseline), not this one."""
 
     @property
     def app_id(self) -> str:
@@ -140,8 +144,7 @@ class Group:
         """Start one more worker and wait until it is ready; its HTTP port is ``port``, or a free one."""
         port = free_port() if port is None else port
         log = self.workdir / f"{self.name}-{port}.log"
-        process = subprocess.Popen([sys.executable, "-m", "monitor", "worker"], env=self.env(port),
-                                   stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        process = self._popen(port, log)
         worker = Worker(process, port, log)
         deadline = time.monotonic() + timeout
         while not worker.ready():
@@ -157,11 +160,14 @@ class Group:
         :attr:`workers`, so :meth:`stop` ends it. Its HTTP port is ``port``, or a free one."""
         port = free_port() if port is None else port
         log = self.workdir / f"{self.name}-{port}.log"
-        process = subprocess.Popen([sys.executable, "-m", "monitor", "worker"], env=self.env(port),
-                                   stdout=log.open("wb"), stderr=subprocess.STDOUT)
-        worker = Worker(process, port, log)
+        worker = Worker(self._popen(port, log), port, log)
         self.workers.append(worker)
         return worker
+
+    def _popen(self, port: int, log: Path) -> subprocess.Popen[bytes]:
+        # ``-m monitor`` imports the package from the working folder first: ``source``'s, if given
+        return subprocess.Popen([sys.executable, "-m", "monitor", "worker", *self.args], env=self.env(port),
+                                stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=self.source)
 
     def cli(self, *args: str, timeout: float = 60.0,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
