@@ -19,7 +19,20 @@ def build_parser() -> argparse.ArgumentParser:
         prog="monitor worker", description=__doc__,
         epilog="Settings come from --config (TOML) and MONITOR_* environment variables; see docs/worker.md.")
     parser.add_argument("--config", type=Path, help="TOML settings file (default: $MONITOR_CONFIG if set)")
+    parser.add_argument("--processes", type=_count, default=1, metavar="N",
+                        help="worker processes in the consumer group, on ports MONITOR_HTTP_PORT + 0..N-1 "
+                             "(default 1; one per core on a host with cores to spare: docs/scaling.md)")
     return with_check(parser)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 256:
+        raise argparse.ArgumentTypeError(f"must be an integer from 1 to 256, got {text!r}")
+    return value
 
 
 def main(argv: Sequence[str]) -> int:
@@ -30,6 +43,12 @@ def main(argv: Sequence[str]) -> int:
         return refused("monitor worker", error)
     if args.check:
         return checked(describe(settings))
+    if args.processes > 1:
+        from monitor.worker.processes import pass_on_args, run_processes
+
+        logging.basicConfig(level=settings.log_level.upper(),
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        return run_processes(args.processes, pass_on_args(argv), os.environ, settings.http_port)
     from faust.worker import Worker
 
     from monitor.worker.app import build

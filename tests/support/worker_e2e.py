@@ -89,11 +89,12 @@ def exported(memory: MemoryPipeline, *more: Collector) -> Samples:
     return parse_metrics(generate_latest(registry).decode())
 
 
-def make_run(kafka_bootstrap: str, sessions: int, seed: int) -> Run:
-    """Simulate, compute what the in-process core exports for the stream, produce it to fresh topics."""
+def make_run(kafka_bootstrap: str, sessions: int, seed: int, partitions: int = 4) -> Run:
+    """Simulate, compute what the in-process core exports for the stream, produce it to fresh topics of
+    ``partitions`` partitions."""
     result = simulate(SimConfig(seed=seed, n_sessions=sessions, duration_s=6 * 3600, bucket_hint_share=1.0,
                                 invalid_rate=0.02))
-    stream = Stream(kafka_bootstrap)
+    stream = Stream(kafka_bootstrap, partitions=partitions)
     flush = flush_events(stream, max(e.ts for e in result.events) + CONFIG.join_window + 1)
     events = [*result.events, *flush]
     memory = MemoryPipeline(CONFIG, SEED_SCALE, partitions=stream.partitions)
