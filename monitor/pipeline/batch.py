@@ -157,15 +157,15 @@ class Batch:
         if self.watermark is not None and math.isfinite(self.watermark):
             ops.add("hset", meta, "wm", repr(self.watermark))
         for session_id, record in self.records.items():
-            ops.add("set", keys.p(partition, "s", session_id), record.to_json(), ttl)
+            ops.add("setv", keys.p(partition, "s", session_id), ops.value(record.to_json()), ttl)
         waiting = keys.p(partition, "early")
         for session_id, labels in self.early.items():
             if labels is None:
                 ops.add("del", keys.p(partition, "e", session_id))
                 ops.add("zrem", waiting, session_id)
             else:
-                ops.add("set", keys.p(partition, "e", session_id),
-                        early_json(labels, self.early_stamps.get(session_id, {})), ttl)
+                ops.add("setv", keys.p(partition, "e", session_id),
+                        ops.value(early_json(labels, self.early_stamps.get(session_id, {}))), ttl)
         arrived = [s for s, labels in self.early.items() if labels is not None]
         if arrived:  # registered in arrival order, the oldest evicted beyond max_early_sessions
             ops.add("early", waiting, meta, keys.p(partition, "e", ""), keys.p(partition, "cnt"),
@@ -198,20 +198,20 @@ class Batch:
         if self.counters:
             ops.add("hincr", keys.p(partition, "cnt"),
                     *(a for (group, name), n in self.counters.items() for a in (f"{group}|{name}", repr(n))))
-        for index, cells in self.sketch.items():
+        for index, cells in self.sketch.items():  # counts: integers (HINCRBY, cheaper than the float one)
             key = keys.p(partition, "cms", index)
-            ops.add("hincr", key, *(a for cell, count in cells.items() for a in (cell, repr(count))))
+            ops.add("hincrint", key, *(a for cell, count in cells.items() for a in (cell, str(int(count)))))
             ops.add("expire", key, str(int(config.frequency_window * 2)))
         for (bucket, period), used in self.budget.items():
             key = keys.p(partition, "bud", period)
             ops.add("hincr", key, bucket, repr(used))
             ops.add("expire", key, str(int(config.budget_period * 2)))
         if self.deploys:
-            ops.add("rpush", keys.p(partition, "deploys"), *(json.dumps(
-                {"kind": d.kind, "ranker": d.ranker, "previous": d.previous, "ts": d.ts})
+            ops.add("rpushv", keys.p(partition, "deploys"), *(ops.value(json.dumps(
+                {"kind": d.kind, "ranker": d.ranker, "previous": d.previous, "ts": d.ts}))
                 for d in self.deploys))
         if self.entries:
-            ops.add("rpush", keys.p(partition, "outbox"), *(e.decode() for e in self.entries))
+            ops.add("rpushv", keys.p(partition, "outbox"), *(ops.value(e) for e in self.entries))
         if offsets:
             ops.add("hset", meta, *(a for topic, offset in offsets.items()
                                     for a in (f"off:{topic}", str(offset))))

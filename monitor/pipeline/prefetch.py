@@ -1,10 +1,11 @@
 """The reads a partition's batch makes before its steps: what the batch's events will read, in one pipelined
 round trip (rarely two), plus one for records due to close that the batch does not touch.
 
-Session records, early labels, the sketch cells of impressions without ``query_bucket`` (one
-:data:`~monitor.pipeline.scripts.SKETCH_READ` call), the deadlines due by the batch's last event time and
-the shared grades the batch's refreshes name, as a :class:`~monitor.pipeline.partition_state.PartitionState`
-(with the budget spent, read by the caller with the partition's ``meta``); and, from the queries' own slots,
+Session records, early labels, the sketch cells of impressions without ``query_bucket`` (from the slices
+held in memory, :class:`~monitor.pipeline.sketch_cache.SketchCache`; a slice it lacks is read whole), the
+deadlines due by the batch's last event time and the shared grades the batch's refreshes name, as a
+:class:`~monitor.pipeline.partition_state.PartitionState` (with the budget spent, read by the caller with
+the partition's ``meta``); and, from the queries' own slots,
 their judgments, the judgments' ts and their shared grades, **only for the impressions that may be
 sampled** (:func:`~monitor.core.stream.sampling.may_sample`, given the budget at the batch's start). An
 impression that cannot be sampled reads nothing of its query but whether it has judgments (sessions mode:
@@ -34,6 +35,7 @@ from monitor.core.stream.sketch import cell_field
 from monitor.pipeline.keys import Keys, text
 from monitor.pipeline.partition_state import PartitionState
 from monitor.pipeline.scripts import Scripts, parse_early, parse_shared
+from monitor.pipeline.sketch_cache import SketchCache
 
 
 @dataclass
@@ -83,9 +85,11 @@ def candidates(events: Sequence[Event], spent: Mapping[tuple[str, int], float], 
 
 async def prefetch(redis: Redis, keys: Keys, scripts: Scripts, config: StreamConfig, partition: int,
                    watermark: float, events: Sequence[Event], spent: Mapping[tuple[str, int], float],
-                   partitions: int) -> Prefetched:
+                   partitions: int, sketches: SketchCache) -> Prefetched:
     """What ``events`` will read, from one pipelined round trip (two when a query not read in full turns
-    out to have judgments); ``spent``: (bucket, period) → the budget spent, as read with ``meta``."""
+    out to have judgments); ``spent``: (bucket, period) → the budget spent, as read with ``meta``;
+    ``sketches``: the partitions' sketch slices held in memory (the slices it lacks are read whole into
+    it)."""
     state = PartitionState(watermark=watermark)
     state.budget.update(spent)
     out = Prefetched(state)
@@ -116,10 +120,9 @@ async def prefetch(redis: Redis, keys: Keys, scripts: Scripts, config: StreamCon
     for qkey in refreshed:
         pipe.hgetall(keys.q(qkey, "shared"))
     sketch_order = sorted(cells)
-    sketch_fields = sorted(set().union(*cells.values())) if cells else []
-    if sketch_order:
-        await scripts.sketch_read(keys=[keys.p(partition, "cms", i) for i in sketch_order],
-                                  args=sketch_fields, client=pipe)
+    whole = sketches.missing(partition, sketch_order)
+    for index in whole:
+        pipe.hgetall(keys.p(partition, "cms", index))
     limit = config.max_closes_per_step * max(len(events), 1)
     if math.isfinite(final):
         pipe.zrangebyscore(keys.p(partition, "dl"), "-inf", final, start=0, num=limit, withscores=True)
@@ -141,12 +144,11 @@ async def prefetch(redis: Redis, keys: Keys, scripts: Scripts, config: StreamCon
     for qkey in refreshed:
         out.shared[qkey] = parse_shared(results[at])
         at += 1
-    if sketch_order:
-        values, width = results[at], len(sketch_fields)
-        for n, index in enumerate(sketch_order):
-            row = zip(sketch_fields, values[n * width:(n + 1) * width], strict=True)
-            state.sketch[index] = {f: float(v) for f, v in row if v is not None}
+    for index in whole:
+        sketches.load(partition, index, results[at])
         at += 1
+    for index in sketch_order:
+        state.sketch[index] = sketches.counts(partition, index, sorted(cells[index]))
     due: list[tuple[str, float]] = []
     if math.isfinite(final):
         due = [(text(member), float(score)) for member, score in results[at]]

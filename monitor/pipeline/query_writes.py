@@ -53,8 +53,8 @@ async def query_writes(redis: Redis, keys: Keys, scripts: Scripts, config: Strea
     shared_checks: list[tuple[int, str, str, SharedGrades]] = []  # (step, query key, session, it saw)
     # (step, query key, labels, their ts, the merge's place in the pipeline)
     spreads: list[tuple[int, str, Labels, float | None, int]] = []
-    # (step, query key, grading session, its grades, the merge's place in the pipeline)
-    shares: list[tuple[int, str, str, Labels, int]] = []
+    # per query key: (step, grading session, its ts, its grades), in step order (one merge call per query)
+    shares: dict[str, list[tuple[int, str, float, Labels]]] = {}
     for index, t, loaded in steps:
         for qkey, session_id in t.pending_queries:
             writes.sadd(keys.q(qkey, "pending"), f"{partition}:{session_id}")
@@ -72,11 +72,16 @@ async def query_writes(redis: Redis, keys: Keys, scripts: Scripts, config: Strea
                                     client=writes)
         if t.shared is not None:
             qkey, origin, ts, labels = t.shared
-            shares.append((index, qkey, origin, labels, len(writes)))
-            args: list[str | int] = [origin, repr(float(ts)), ttl, SHARED_KEEP]
+            shares.setdefault(qkey, []).append((index, origin, ts, labels))
+    places: dict[str, int] = {}
+    for qkey, grading in shares.items():  # one call per query: its sessions' grades in step order
+        places[qkey] = len(writes)
+        args: list[str | int] = [ttl, SHARED_KEEP]
+        for _, origin, ts, labels in grading:
+            args += [origin, repr(float(ts)), len(labels)]
             for doc, level in labels.items():
                 args += [doc, level]
-            await scripts.shared_merge(keys=[keys.q(qkey, "shared")], args=args, client=writes)
+        await scripts.shared_merge(keys=[keys.q(qkey, "shared")], args=args, client=writes)
     if not checks and not spreads and not shares:
         return {}, 0
     written = await writes.execute()
@@ -88,7 +93,7 @@ async def query_writes(redis: Redis, keys: Keys, scripts: Scripts, config: Strea
         reads.hgetall(keys.q(qkey, "shared"))
     for _, qkey, _, _, _ in spreads:
         reads.smembers(keys.q(qkey, "pending"))
-    for _, qkey, _, _, _ in shares:
+    for qkey in shares:
         reads.smembers(keys.q(qkey, "pending"))
     results = iter(await reads.execute())
     out: dict[int, FanOut] = {}
@@ -118,14 +123,15 @@ async def query_writes(redis: Redis, keys: Keys, scripts: Scripts, config: Strea
             session_id = member.split(":", 1)[1]
             annotation = fan_out_annotation(session_id, grades, scale, when)
             out.setdefault(index, []).append((session_id, annotation))
-    for (index, qkey, origin, labels, place), members in zip(shares, results, strict=False):
-        won = {text(doc) for doc in written[place]}
-        if not won:  # not the earliest grader of any of them: nobody else's grades changed
-            continue
-        grades = {doc: level for doc, level in labels.items() if doc in won}
-        for member in sorted(text(m) for m in members):
-            session_id = member.split(":", 1)[1]
-            if session_id != origin:
-                out.setdefault(index, []).append(
-                    (session_id, shared_refresh(session_id, qkey, grades, scale)))
+    for (qkey, grading), members in zip(shares.items(), results, strict=False):
+        sessions = sorted(text(m).split(":", 1)[1] for m in members)
+        for (index, origin, _, labels), written_won in zip(grading, written[places[qkey]], strict=True):
+            won = {text(doc) for doc in written_won}
+            if not won:  # not the earliest grader of any of them: nobody else's grades changed
+                continue
+            grades = {doc: level for doc, level in labels.items() if doc in won}
+            for session_id in sessions:
+                if session_id != origin:
+                    out.setdefault(index, []).append(
+                        (session_id, shared_refresh(session_id, qkey, grades, scale)))
     return out, stale

@@ -7,9 +7,7 @@ The scripts are package data (``monitor/pipeline/lua/*.lua``), read here once:
 * :data:`SHARED_MERGE` (``shared_merge.lua``): one grading session's grades merged into its query's shared
   grades (read back with :func:`parse_shared`);
 * :data:`QUERY_MERGE` (``query_merge.lua``): a query annotation's grades merged into the query's
-  judgments, the latest ``ts`` winning;
-* :data:`SKETCH_READ` (``sketch_read.lua``): the sketch cells a batch's impressions without a bucket are
-  estimated from, every slice in one command.
+  judgments, the latest ``ts`` winning.
 
 Also the stored form of a session's early labels (:func:`early_json`, :func:`parse_early`).
 """
@@ -21,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.resources import files
 
+import msgspec
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
@@ -33,7 +32,8 @@ def _script(name: str) -> str:
 
 
 APPLY_OPS = _script("apply.lua")
-"""The writes of one commit: ``ARGV[1]`` is :attr:`Ops.ops` as JSON, ``KEYS`` is :attr:`Ops.keys`."""
+"""The writes of one commit: ``ARGV[1]`` is :attr:`Ops.ops` as JSON, then :attr:`Ops.values`; ``KEYS`` is
+:attr:`Ops.keys`."""
 
 SHARED_MERGE = _script("shared_merge.lua")
 """One session's grades into a query's ``shared`` hash; returns the documents it is now the earliest of."""
@@ -41,16 +41,16 @@ SHARED_MERGE = _script("shared_merge.lua")
 QUERY_MERGE = _script("query_merge.lua")
 """A query annotation's grades into its ``labels`` and ``label_ts``; returns the documents whose grade won."""
 
-SKETCH_READ = _script("sketch_read.lua")
-"""The values of ``ARGV`` (cell fields) in each of ``KEYS`` (sketch slices), slice after slice."""
-
 
 class Ops:
-    """The writes of one commit as a list for :data:`APPLY_OPS`: ``[name, key index, args...]``."""
+    """The writes of one commit as a list for :data:`APPLY_OPS`: ``[name, key index, args...]``. Large
+    values (session records, early labels, outbox entries, deploys) are not in the list: they follow it as
+    ``ARGV[2..]`` (:meth:`value` gives the index an op names), so the script does not parse them as JSON."""
 
     def __init__(self) -> None:
         self.keys: list[str] = []
         self.ops: list[list[str | int]] = []
+        self.values: list[str | bytes] = []
         self._index: dict[str, int] = {}
 
     def add(self, name: str, key: str, *args: str) -> None:
@@ -59,6 +59,11 @@ class Ops:
             self.keys.append(key)
             index = self._index[key] = len(self.keys)
         self.ops.append([name, index, *args])
+
+    def value(self, value: str | bytes) -> str:
+        """Pass ``value`` beside the ops; the index of ``ARGV`` that holds it, for an op's argument."""
+        self.values.append(value)
+        return str(len(self.values) + 1)  # ARGV[1] is the ops
 
 
 def early_json(labels: Labels, stamps: Stamps) -> str:
@@ -75,9 +80,15 @@ def parse_early(raw: str | bytes) -> tuple[Labels, Stamps]:
 
 
 def parse_shared(stored: Mapping[bytes | str, bytes | str]) -> SharedGrades:
-    """A query's ``shared`` hash (:data:`SHARED_MERGE`) as the core reads it."""
-    return {text(doc): {origin: (float(ts), int(level)) for origin, ts, level in json.loads(raw)}
+    """A query's ``shared`` hash (:data:`SHARED_MERGE`: MessagePack, or JSON as stored before) as the core
+    reads it."""
+    return {text(doc): {origin: (float(ts), int(level)) for origin, ts, level in _entries(raw)}
             for doc, raw in stored.items()}
+
+
+def _entries(raw: bytes | str) -> list[tuple[str, str, int]]:
+    data = raw.encode() if isinstance(raw, str) else raw
+    return json.loads(data) if data[:1] == b"[" else msgspec.msgpack.decode(data)  # type: ignore[no-any-return]
 
 
 def merged_shared(entries: SharedGrades, write: tuple[str, str, float, Labels]) -> SharedGrades:
@@ -96,9 +107,8 @@ class Scripts:
     apply_ops: AsyncScript
     shared_merge: AsyncScript
     query_merge: AsyncScript
-    sketch_read: AsyncScript
 
     @classmethod
     def register(cls, redis: Redis) -> Scripts:
         return cls(redis.register_script(APPLY_OPS), redis.register_script(SHARED_MERGE),
-                   redis.register_script(QUERY_MERGE), redis.register_script(SKETCH_READ))
+                   redis.register_script(QUERY_MERGE))

@@ -55,6 +55,7 @@ from monitor.pipeline.prefetch import prefetch
 from monitor.pipeline.query_writes import query_writes
 from monitor.pipeline.reader import Reader
 from monitor.pipeline.scripts import Scripts, merged_shared
+from monitor.pipeline.sketch_cache import SketchCache
 
 
 class RedisState(Reader):
@@ -72,6 +73,7 @@ class RedisState(Reader):
         # a worker's CPU is Kafka, the Redis client and the event loop (search_relevance_worker_cpu_seconds)
         self.cpu: dict[str, float] = {"decode": 0.0, "join": 0.0, "encode": 0.0}
         self.scripts = Scripts.register(redis)
+        self.sketches = SketchCache(config)  # the owned partitions' sketch slices (sketch_cache.py)
 
     # -- messages -------------------------------------------------------------------------------------
     async def handle(self, partition: int, topic: str, offset: int, raw: bytes, outbox: Outbox | None = None,
@@ -123,7 +125,7 @@ class RedisState(Reader):
             outcomes[index] = Outcome(dead_letter=error)
             batch.counters[("", f"dead_letter:{error.code}")] += 1.0
         read = await prefetch(self.redis, self.keys, self.scripts, self.config, partition, watermark,
-                              [e for _, e in events], spent, self.partitions)
+                              [e for _, e in events], spent, self.partitions, self.sketches)
         state, query_labels, shared, query_stamps = (read.state, read.query_labels, read.shared,
                                                      read.query_stamps)
         steps: list[tuple[int, Transition, Loaded]] = []
@@ -210,8 +212,10 @@ class RedisState(Reader):
         return {text(k)[4:]: int(v) for k, v in meta.items() if text(k).startswith("off:")}
 
     def forget(self, partition: int) -> None:
-        """After Redis lost writes: register the partition again (in the set the exporters read)."""
+        """The partition changed hands, or Redis lost writes: register it again (in the set the exporters
+        read), and read its sketch from Redis again."""
         self._registered.discard(partition)
+        self.sketches.forget(partition)
 
     async def reject(self, partition: int, message: Message, error: EventError) -> Outcome:
         """Count a message as a dead letter (by reason code) and commit its offset (fenced; skipped if
@@ -233,7 +237,7 @@ class RedisState(Reader):
         meta, spent = await self._meta(partition, periods)
         watermark = float(meta["wm"]) if "wm" in meta else -math.inf
         read = await prefetch(self.redis, self.keys, self.scripts, self.config, partition, watermark, [event],
-                              spent, self.partitions)
+                              spent, self.partitions, self.sketches)
         loaded = read.state.load(event, read.query_labels, self.config, read.shared, read.query_stamps)
         transition = step(event, loaded, self.config, self.scale, self.partitions)
         batch = Batch(partition)
@@ -257,15 +261,17 @@ class RedisState(Reader):
             self._registered.add(partition)
         started = time.thread_time()
         ops = batch.ops(self.keys, self.config, offsets, fence)
-        encoded = msgspec.json.encode(ops.ops)  # UTF-8 JSON, as json.dumps(ensure_ascii=False) but faster
+        encoded = msgspec.msgpack.encode(ops.ops)  # MessagePack: what the script unpacks fastest
         self.cpu["encode"] += time.thread_time() - started
         if ops.ops:
             try:
-                await self.scripts.apply_ops(keys=ops.keys, args=[encoded])
-            except ResponseError as error:
-                if str(error).startswith("FENCED"):
+                await self.scripts.apply_ops(keys=ops.keys, args=[encoded, *ops.values])
+            except BaseException as error:  # not committed, or not known to be: the sketch is read again
+                self.sketches.forget(partition)
+                if isinstance(error, ResponseError) and str(error).startswith("FENCED"):
                     raise Fenced(f"partition {partition}: {error}") from None
                 raise
+        self.sketches.committed(partition, batch.sketch)
 
     async def drain(self, partition: int, send: Callable[[Sequence[bytes]], Awaitable[None]],
                     limit: int = 1000) -> int:

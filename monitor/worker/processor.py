@@ -282,6 +282,7 @@ class Processor:
             self.positions.pop(key, None)
             self.last_impression.pop(key[1], None)
             self._drained.discard(key[1])
+            self.state.forget(key[1])
 
     async def verify(self, assigned: Iterable[tuple[str, int]],
                      committed: Mapping[tuple[str, int], int | None]) -> list[int]:

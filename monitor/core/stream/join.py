@@ -131,7 +131,8 @@ def _on_undeclared(event: Impression, reason: str, loaded: Loaded, config: Strea
         variant = OTHER
     out.counters.append((f"{bucket}|{ranker}|{variant}", "impressions", 1.0))
     out.counters.append(("", f"undeclared:{reason}", 1.0))
-    out.drop_early_labels.append(event.session_id)
+    if loaded.early_labels:  # its labels, if any came first, wait for nothing now
+        out.drop_early_labels.append(event.session_id)
 
 
 def _on_impression(event: Impression, loaded: Loaded, config: StreamConfig, scale: Scale,
@@ -153,7 +154,8 @@ def _on_impression(event: Impression, loaded: Loaded, config: StreamConfig, scal
     out.seen = (arm_of(variant), event.ranker, event.ts)
     out.counters.append((group, "impressions", 1.0))
     if not sampled(bucket, loaded, config, partitions):
-        out.drop_early_labels.append(event.session_id)
+        if loaded.early_labels:  # (only these: most impressions have none, and a drop is a write)
+            out.drop_early_labels.append(event.session_id)
         return
     k = config.k[bucket]
     top = event.results[:k]

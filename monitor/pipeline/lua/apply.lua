@@ -1,7 +1,9 @@
 -- The writes of one commit (monitor/pipeline/scripts.py, Ops): ARGV[1] is a JSON list of
--- [name, key index, args...], KEYS the keys the indices name (all in the partition's hash slot). The first
+-- [name, key index, args...], KEYS the keys the indices name (all in the partition's hash slot); the large
+-- values (records, early labels, outbox entries, deploys) follow as ARGV[2..], named by their index in the
+-- ops 'setv' and 'rpushv', so they are not parsed as JSON. The first
 -- op of a fenced commit is 'fence': compare-and-increment the partition's commit counter, or write nothing.
-local ops = cjson.decode(ARGV[1])
+local ops = cmsgpack.unpack(ARGV[1])
 for _, op in ipairs(ops) do
   local name, key = op[1], KEYS[op[2]]
   if name == 'fence' then  -- always the first op: compare-and-increment the partition's commit counter
@@ -12,10 +14,12 @@ for _, op in ipairs(ops) do
     redis.call('HINCRBY', key, op[3], 1)
   elseif name == 'hincr' then
     for i = 3, #op, 2 do redis.call('HINCRBYFLOAT', key, op[i], op[i + 1]) end
+  elseif name == 'hincrint' then  -- integer counts (the sketch): HINCRBY
+    for i = 3, #op, 2 do redis.call('HINCRBY', key, op[i], op[i + 1]) end
   elseif name == 'hset' then
     for i = 3, #op, 2 do redis.call('HSET', key, op[i], op[i + 1]) end
-  elseif name == 'set' then
-    redis.call('SET', key, op[3], 'EX', op[4])
+  elseif name == 'setv' then
+    redis.call('SET', key, ARGV[tonumber(op[3])], 'EX', op[4])
   elseif name == 'del' then
     redis.call('DEL', key)
   elseif name == 'zadd' then
@@ -58,8 +62,8 @@ for _, op in ipairs(ops) do
       redis.call('HINCRBYFLOAT', counters, '|labels_dropped:evicted', grades)
       redis.call('HINCRBYFLOAT', counters, '|early_sessions_evicted', sessions)
     end
-  elseif name == 'rpush' then
-    for i = 3, #op do redis.call('RPUSH', key, op[i]) end
+  elseif name == 'rpushv' then
+    for i = 3, #op do redis.call('RPUSH', key, ARGV[tonumber(op[i])]) end
   else
     return redis.error_reply('unknown op ' .. tostring(name))
   end
