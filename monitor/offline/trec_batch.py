@@ -25,14 +25,14 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from monitor.core.batch import RankedBatch
-from monitor.offline.byte_strings import ByteStrings
+from monitor.offline.byte_strings import ByteStrings, IndexArray, blocks, equal
 from monitor.offline.trec import Qrels, Run, repeated_document
 
 IntArray = npt.NDArray[np.int64]
 WordArray = npt.NDArray[np.uint64]
 FloatArray = npt.NDArray[np.float64]
 
-_LOW_63 = np.uint64((1 << 63) - 1)
+_LOW_63 = np.int64((1 << 63) - 1)
 
 
 def byte_strings(chunks: list[pa.Array]) -> ByteStrings:
@@ -51,30 +51,44 @@ def _bits(count: int) -> int:
     return max(1, (count - 1).bit_length())
 
 
-def _pairs_with_equal_keys(keys: WordArray) -> tuple[IntArray, IntArray]:
-    """(i, j) for every pair of neighbours in a stable sort of ``keys`` whose keys are equal."""
+def _tied_neighbours(keys: WordArray, order: IntArray) -> IntArray:
+    """Positions i where ``keys[order[i]] == keys[order[i + 1]]`` (gathered a block at a time)."""
+    found = []
+    for rows in blocks(max(order.size - 1, 0)):
+        ordered = keys[order[rows.start:rows.stop + 1]]
+        found.append(rows.start + np.flatnonzero(ordered[1:] == ordered[:-1]))
+    return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+
+
+def _same(qrels: ByteStrings, run: ByteStrings, first: IntArray, second: IntArray) -> bool:
+    """Whether every pair (first[i], second[i]) of rows (qrels rows, then run rows) has equal strings."""
+    n_qrels = len(qrels)
+    both_qrels, both_run = second < n_qrels, first >= n_qrels
+    mixed = ~both_qrels & ~both_run
+    return bool(equal(qrels, first[both_qrels], qrels, second[both_qrels]).all()
+                and equal(qrels, first[mixed], run, second[mixed] - n_qrels).all()
+                and equal(run, first[both_run] - n_qrels, run, second[both_run] - n_qrels).all())
+
+
+def _match_by_hash(qrels: ByteStrings, run: ByteStrings, qrels_labels: IndexArray, run_labels: IndexArray,
+                   n_labels: int) -> tuple[IntArray, IntArray] | None:
+    """Neighbouring rows with the same (label, document id), or None if a hash collision paired two ids.
+
+    Rows are numbered qrels first, then run; in each pair the first row comes first in that numbering.
+    """
+    keys = np.empty(len(qrels) + len(run), dtype=np.uint64)
+    qrels.keys(qrels_labels, _bits(n_labels), out=keys[:len(qrels)])
+    run.keys(run_labels, _bits(n_labels), out=keys[len(qrels):])
     order = np.argsort(keys, kind="stable")
-    ordered = keys[order]
-    same = np.flatnonzero(ordered[1:] == ordered[:-1])
-    return order[same], order[same + 1]
-
-
-def _match_by_hash(strings: ByteStrings, labels: IntArray, n_labels: int) -> tuple[IntArray, IntArray] | None:
-    """Neighbouring rows with the same (label, document id), or None if a hash collision paired two ids."""
-    shift = np.uint64(_bits(n_labels))
-    keys = strings.hashes()
-    keys >>= shift
-    keys |= labels.astype(np.uint64) << (np.uint64(64) - shift)
-    first, second = _pairs_with_equal_keys(keys)
+    same = _tied_neighbours(keys, order)
     del keys
-    if not strings.equal(first, second).all():
-        return None
-    return first, second
+    first, second = order[same], order[same + 1]
+    return (first, second) if _same(qrels, run, first, second) else None
 
 
 def _match_by_strings(qrels: Qrels, run: Run, labels: IntArray) -> tuple[IntArray, IntArray]:
     """The same pairs as :func:`_match_by_hash`, by one stable sort of (label, document id) strings."""
-    import pyarrow.compute as pc  # only here: the import costs as much as the rest of a small join
+    import pyarrow.compute as pc  # here only: the import costs 30 ms, and hash collisions are rare
 
     docno = pa.chunked_array(qrels.docno.chunks + run.docno.chunks, type=pa.string()).combine_chunks()
     order = pc.sort_indices(pa.table({"q": labels, "d": docno}),
@@ -86,58 +100,83 @@ def _match_by_strings(qrels: Qrels, run: Run, labels: IntArray) -> tuple[IntArra
     return rows[same], rows[same + 1]
 
 
-def _match(qrels: Qrels, run: Run, strings: ByteStrings, labels: IntArray, n_labels: int) -> IntArray:
+def _match(qrels: Qrels, run: Run, strings: tuple[ByteStrings, ByteStrings],
+           labels: tuple[IndexArray, IndexArray], n_labels: int) -> IndexArray:
     """The qrels row judging each run row, or -1; raises for a document judged or retrieved twice."""
     n_qrels = len(qrels.docno)
-    pairs = _match_by_hash(strings, labels, n_labels)
-    first, second = pairs if pairs is not None else _match_by_strings(qrels, run, labels)
+    pairs = _match_by_hash(*strings, *labels, n_labels)
+    if pairs is None:
+        pairs = _match_by_strings(qrels, run, np.concatenate(labels).astype(np.int64))
+    first, second = pairs
     if (second < n_qrels).any():  # qrels rows come first: a qrels pair is reported before a run pair
         raise repeated_document(qrels.path or Path("qrels"), "judged")
     if (first >= n_qrels).any():
         raise repeated_document(run.path or Path("run"), "retrieved")
-    match = np.full(len(run.docno), -1, dtype=np.int64)
+    match: IndexArray = (np.full(len(run.docno), -1, dtype=np.int32) if n_qrels < 2**31
+                         else np.full(len(run.docno), -1, dtype=np.int64))
     match[second - n_qrels] = first
     return match
 
 
-def _descending(scores: FloatArray) -> WordArray:
-    """Unsigned keys that sort as the scores descending (-0.0 as 0.0)."""
-    bits = (scores + 0.0).view(np.uint64)  # + 0.0 turns -0.0 into 0.0
-    negative = (bits.view(np.int64) >> np.int64(63)).view(np.uint64)  # all ones where negative
-    keys: WordArray = bits ^ (~negative & _LOW_63)
-    return keys
+def _descending(scores: FloatArray, out: WordArray) -> None:
+    """Unsigned keys that sort as the scores descending (-0.0 as 0.0), into ``out``."""
+    np.add(scores, 0.0, out=out.view(np.float64))  # + 0.0 turns -0.0 into 0.0
+    flip = out.view(np.int64) >> np.int64(63)  # -1 where negative, else 0
+    np.invert(flip, out=flip)
+    flip &= _LOW_63  # positive: flip all bits but the sign; negative: none
+    out ^= flip.view(np.uint64)
 
 
-def trec_order(lists: IntArray, n_lists: int, scores: FloatArray, strings: ByteStrings,
+def trec_order(lists: IndexArray, n_lists: int, scores: FloatArray, strings: ByteStrings,
                rows: IntArray | None = None) -> IntArray:
     """``rows`` (default: all) ordered by list, then score descending, then document id descending.
 
     ``lists[i]`` is the list of row i (0 .. n_lists - 1) and ``strings`` holds its document id.
     """
-    rows = np.arange(lists.size, dtype=np.int64) if rows is None else rows
-    shift = np.uint64(_bits(n_lists))
-    keys = _descending(scores[rows])
-    keys >>= shift
-    keys |= lists[rows].astype(np.uint64) << (np.uint64(64) - shift)
+    n = lists.size if rows is None else rows.size
+    shift, top = np.uint64(_bits(n_lists)), np.uint64(64 - _bits(n_lists))
+    keys = np.empty(n, dtype=np.uint64)
+    for part in blocks(n):
+        picked = part if rows is None else rows[part]
+        block = keys[part]
+        _descending(scores[picked], block)
+        block >>= shift
+        high = lists[picked].astype(np.uint64)
+        high <<= top
+        block |= high
     order = np.argsort(keys, kind="stable")
-    ordered = keys[order]
-    tied = ordered[1:] == ordered[:-1]
-    del keys
-    if tied.any():  # equal keys: equal scores (or scores equal but for the cut bits), put in exact order
-        in_group = np.zeros(order.size, dtype=bool)
-        in_group[:-1] = tied
-        in_group[1:] |= tied
-        at = np.flatnonzero(in_group)
-        group = np.cumsum(np.r_[True, ordered[at[1:]] != ordered[at[:-1]]])
-        tied_rows = rows[order[at]]
+    tied = _tied_neighbours(keys, order)
+    if tied.size:  # equal keys: equal scores (or scores equal but for the cut bits), put in exact order
+        at = np.union1d(tied, tied + 1)
+        ordered = keys[order[at]]
+        group = np.cumsum(np.r_[True, ordered[1:] != ordered[:-1]])
+        tied_rows = order[at] if rows is None else rows[order[at]]
         descending = [~key for key in strings.order_keys(tied_rows)]
         order[at] = order[at][np.lexsort((*descending, -(scores[tied_rows] + 0.0), group))]
-    ordered_rows: IntArray = rows[order]
+    del keys
+    ordered_rows: IntArray = order if rows is None else rows[order]
     return ordered_rows
 
 
 def _positions(names: list[str]) -> dict[str, int]:
     return {name: i for i, name in enumerate(names)}
+
+
+def _ideal_pools(lists: IntArray, grade: IndexArray, gains: FloatArray, relevant: FloatArray,
+                 n: int) -> tuple[IntArray, FloatArray, IntArray]:
+    """(offsets, gains sorted descending within each list, relevant count) of the judged documents.
+
+    ``lists`` is each qrels row's list (-1 for none); a count per (list, distinct gain) then one repeat.
+    """
+    values, gain_rank = np.unique(-gains, return_inverse=True)  # rank 0: the largest gain
+    kept = lists >= 0
+    n_values = max(values.size, 1)
+    counts = np.bincount(lists[kept].astype(np.int64) * n_values + gain_rank[grade[kept]],
+                         minlength=n * n_values).reshape(n, n_values)
+    offsets = np.r_[0, np.cumsum(counts.sum(axis=1))].astype(np.int64)
+    pool = np.repeat(np.tile(-values, n), counts.ravel())
+    n_relevant = np.bincount(lists[kept], weights=relevant[grade[kept]], minlength=n).astype(np.int64)
+    return offsets, pool, n_relevant
 
 
 def batch_from_trec(run: Run, qrels: Qrels, complete: bool = False) -> RankedBatch:
@@ -147,56 +186,57 @@ def batch_from_trec(run: Run, qrels: Qrels, complete: bool = False) -> RankedBat
     run_names: list[str] = run.queries.to_pylist()
     judged = sorted(qrels_names)
     judged_at = _positions(judged)
+    retrieved = np.bincount(run.query_index, minlength=len(run_names))  # rows of each run query
     run_to_judged = np.array([judged_at.get(name, -1) for name in run_names], dtype=np.int64)
     if complete:
         kept = np.arange(len(judged), dtype=np.int64)
     else:
         present = np.zeros(len(judged), dtype=bool)
-        used = run_to_judged[np.bincount(run.query_index, minlength=len(run_names)) > 0]
+        used = run_to_judged[retrieved > 0]
         present[used[used >= 0]] = True
         kept = np.flatnonzero(present)
     slot = np.full(len(judged) + 1, -1, dtype=np.int64)  # judged index (or -1) -> output list
     slot[kept] = np.arange(kept.size, dtype=np.int64)
     n = int(kept.size)
-    qrels_to_judged = np.array([judged_at[name] for name in qrels_names], dtype=np.int64)
+    run_slot = slot[run_to_judged]  # output list of each run query, or -1
+    sizes = np.zeros(n, dtype=np.int64)
+    sizes[run_slot[run_slot >= 0]] = retrieved[run_slot >= 0]
 
     # Join labels: a run query by its index in the run, a query only in the qrels after those; so rows
     # come in label order in files that list queries in the same order (the stable sort likes that).
     run_at = _positions(run_names)
     qrels_label = np.array([run_at.get(name, len(run_names) + i) for i, name in enumerate(qrels_names)],
-                           dtype=np.int64)
-    labels = np.concatenate([qrels_label[qrels.query_index], run.query_index])
-    strings = byte_strings(qrels.docno.chunks + run.docno.chunks)
-    n_qrels = len(qrels.docno)
-    match = _match(qrels, run, strings, labels, len(run_names) + len(qrels_names))
-    del labels
+                           dtype=np.int32)
+    strings = byte_strings(qrels.docno.chunks), byte_strings(run.docno.chunks)
+    match = _match(qrels, run, strings, (qrels_label[qrels.query_index], run.query_index),
+                   len(run_names) + len(qrels_names))
 
-    row_list = slot[run_to_judged][run.query_index]
-    evaluated = row_list >= 0
-    rows = trec_order(row_list, n, run.scores, strings.part(n_qrels),
-                      None if evaluated.all() else np.flatnonzero(evaluated))
-    sizes = np.bincount(row_list[evaluated], minlength=n)
-    del row_list, evaluated, strings
-    match = match[rows]
+    row_list = run_slot.astype(np.int32)[run.query_index]
+    rows = trec_order(row_list, n, run.scores, strings[1],
+                      None if (run_slot >= 0).all() else np.flatnonzero(row_list >= 0))
+    del row_list, strings
 
-    def judged_values(values: FloatArray) -> FloatArray:
-        return np.append(values, 0.0)[match]  # -1 (unjudged) picks the appended 0
+    # Each row's grade (an index into the qrels' grade tables; one past their end for unjudged rows).
+    n_grades = qrels.grade_gains.size
+    grade = np.append(qrels.grade, np.int32(n_grades)).astype(np.int32, copy=False)[match[rows]]
+    del match
 
-    pool_of = slot[qrels_to_judged][qrels.query_index]
-    in_pool = pool_of >= 0
-    pool_of = pool_of[in_pool]
-    pool_gains = qrels.gains[in_pool]
-    pool_order = np.lexsort((-pool_gains, pool_of))
+    def judged_values(table: FloatArray) -> FloatArray:
+        return np.append(table, 0.0)[grade]
+
+    pool_offsets, pool_gains, n_relevant = _ideal_pools(
+        slot[np.array([judged_at[name] for name in qrels_names], dtype=np.int64)][qrels.query_index],
+        qrels.grade, qrels.grade_gains, qrels.grade_relevant, n)
     return RankedBatch(
         keys=[judged[i] for i in kept.tolist()],
         offsets=np.r_[0, np.cumsum(sizes)].astype(np.int64),
-        gains=judged_values(qrels.gains),
-        levels=judged_values(qrels.levels),
-        relevant=judged_values(qrels.relevant),
-        judged=match >= 0,
+        gains=judged_values(qrels.grade_gains),
+        levels=judged_values(qrels.grade_levels),
+        relevant=judged_values(qrels.grade_relevant),
+        judged=grade < n_grades,
         scores=run.scores[rows],
-        pool_offsets=np.r_[0, np.cumsum(np.bincount(pool_of, minlength=n))].astype(np.int64),
-        pool_gains=pool_gains[pool_order],
-        n_relevant=np.bincount(pool_of, weights=qrels.relevant[in_pool], minlength=n).astype(np.int64),
+        pool_offsets=pool_offsets,
+        pool_gains=pool_gains,
+        n_relevant=n_relevant,
         max_level=qrels.max_level,
     )

@@ -14,7 +14,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.offline.byte_strings import ByteStrings
+from monitor.offline.byte_strings import ByteStrings, equal
 from monitor.offline.trec_batch import byte_strings
 
 # Few distinct bytes so that equal strings, shared prefixes and trailing zeros are common.
@@ -42,11 +42,11 @@ def test_equality_hashes_and_byte_order_match_python_bytes(values: list[bytes], 
     n = len(values)
     a, b = (index.ravel() for index in np.meshgrid(np.arange(n), np.arange(n)))
     expected = [values[i] == values[j] for i, j in zip(a.tolist(), b.tolist(), strict=True)]
-    assert strings.equal(a, b).tolist() == expected
-    hashes = strings.hashes()
+    assert equal(strings, a, strings, b).tolist() == expected
+    keys = strings.keys(np.zeros(n, dtype=np.int32), 1)
     for i, j, same in zip(a.tolist(), b.tolist(), expected, strict=True):
         if same:
-            assert hashes[i] == hashes[j]
+            assert keys[i] == keys[j]
     rows = np.arange(n)
     order = np.lexsort(strings.order_keys(rows))
     assert [values[i] for i in order.tolist()] == sorted(values)
@@ -55,13 +55,25 @@ def test_equality_hashes_and_byte_order_match_python_bytes(values: list[bytes], 
 def test_distinct_strings_of_a_large_column_hash_apart() -> None:
     values = [f"doc{i}".encode() for i in range(200_000)] + [f"clueweb12-{i:07d}-00".encode() for i in range(1000)]
     strings = parts(values, [50_000, 150_000])
-    assert np.unique(strings.hashes()).size == len(values)
+    assert np.unique(strings.keys(np.zeros(len(values), dtype=np.int32), 1)).size == len(values)
 
 
 def test_arrow_chunks_with_offsets_and_empty_chunks() -> None:
     column = pa.chunked_array([pa.array(["q", "ab", "", "abc"]).slice(1, 3), pa.array([], pa.string()),
                                pa.array(["abc", "zz"])])
     strings = byte_strings(column.chunks)
-    assert strings.lengths.tolist() == [2, 0, 3, 3, 2]
-    assert strings.equal(np.array([2, 0, 1]), np.array([3, 4, 1])).tolist() == [True, False, True]
+    assert strings.lengths(slice(0, 5)).tolist() == [2, 0, 3, 3, 2]
+    assert equal(strings, np.array([2, 0, 1]), strings, np.array([3, 4, 1])).tolist() == [True, False, True]
     assert np.lexsort(strings.order_keys(np.arange(5))).tolist() == [1, 0, 2, 3, 4]
+
+
+@settings(max_examples=200, deadline=None)
+@given(STRINGS, STRINGS)
+def test_equality_across_two_columns_of_different_widths(left: list[bytes], right: list[bytes]) -> None:
+    """A left string longer than anything on the right must not read past the right's data."""
+    left = [*left, b"x" * 41]
+    ours, theirs = parts(left, []), parts(right, [])
+    a, b = (index.ravel() for index in np.meshgrid(np.arange(len(left)), np.arange(len(right))))
+    expected = [left[i] == right[j] for i, j in zip(a.tolist(), b.tolist(), strict=True)]
+    assert equal(ours, a, theirs, b).tolist() == expected
+    assert equal(theirs, b, ours, a).tolist() == expected
