@@ -147,7 +147,10 @@ def trec_order(lists: IndexArray, n_lists: int, scores: FloatArray, strings: Byt
     order = np.argsort(keys, kind="stable")
     tied = _tied_neighbours(keys, order)
     if tied.size:  # equal keys: equal scores (or scores equal but for the cut bits), put in exact order
-        at = np.union1d(tied, tied + 1)
+        # both rows of each tied pair, once (as np.union1d, whose np.unique would import numpy.ma)
+        at = np.concatenate((tied, tied + 1))
+        at.sort()
+        at = at[np.r_[True, at[1:] != at[:-1]]]
         ordered = keys[order[at]]
         group = np.cumsum(np.r_[True, ordered[1:] != ordered[:-1]])
         tied_rows = order[at] if rows is None else rows[order[at]]
@@ -224,14 +227,16 @@ def batch_from_trec(run: Run, qrels: Qrels, complete: bool = False) -> RankedBat
     def judged_values(table: FloatArray) -> FloatArray:
         return np.append(table, 0.0)[grade]
 
+    gains = judged_values(qrels.grade_gains)
     pool_offsets, pool_gains, n_relevant = _ideal_pools(
         slot[np.array([judged_at[name] for name in qrels_names], dtype=np.int64)][qrels.query_index],
         qrels.grade, qrels.grade_gains, qrels.grade_relevant, n)
     return RankedBatch(
         keys=[judged[i] for i in kept.tolist()],
         offsets=np.r_[0, np.cumsum(sizes)].astype(np.int64),
-        gains=judged_values(qrels.grade_gains),
-        levels=judged_values(qrels.grade_levels),
+        gains=gains,
+        levels=gains if np.array_equal(qrels.grade_levels, qrels.grade_gains) else judged_values(
+            qrels.grade_levels),  # the same array when gains are the levels (the trec scale)
         relevant=judged_values(qrels.grade_relevant),
         judged=grade < n_grades,
         scores=run.scores[rows],
