@@ -8,8 +8,8 @@ string data, gathered at each string's start plus 8·j) so that a few numpy pass
   grouping only: equal strings always hash alike, and the join checks every pair it groups with
   :func:`equal`, so a collision can cost time, never a wrong answer;
 * :func:`equal`: exact equality of pairs of strings (of one column or of two);
-* :meth:`ByteStrings.order_keys`: ``uint64`` keys whose ``np.lexsort`` is byte order (as ``memcmp``,
-  shorter first when one is a prefix of the other), for the rows whose scores tie.
+* :meth:`ByteStrings.descending_within`: byte order descending (as ``memcmp``, reversed: a string
+  before its prefixes) within groups of rows, for the rows whose scores tie.
 
 Bytes past a string's end read as zero (the data ends with zero bytes, so no read leaves it). Passes
 over every string go block by block, so their temporary arrays stay small: on the 2-core machine a
@@ -22,8 +22,8 @@ fresh page of memory costs more than the arithmetic done on it (docs/evaluate.md
 >>> keys = strings.keys(np.zeros(3, dtype=np.int64), 1)
 >>> bool(keys[0] == keys[2]), bool(keys[0] == keys[1])
 (True, False)
->>> np.lexsort(strings.order_keys(np.arange(3))).tolist()  # "ab" = "ab" < "doc1234567"
-[0, 2, 1]
+>>> strings.descending_within(np.arange(3), np.zeros(3, dtype=np.int64)).tolist()  # "doc1234567" > "ab"
+[1, 0, 2]
 """
 
 from __future__ import annotations
@@ -93,20 +93,28 @@ class ByteStrings:
         lengths: IndexArray = self.offsets[rows + 1] - self.offsets[rows]
         return lengths
 
-    def _words(self, j: int) -> WordArray:
-        """Every unaligned 8-byte word of the data from byte 8j on: word k is bytes 8j+k..8j+k+7."""
-        return np.ndarray((self.data.size - 7 - 8 * j,), dtype="<u8", buffer=self.data, offset=8 * j,
+    def _at(self, offset: int) -> WordArray:
+        """Every unaligned 8-byte word of the data from byte ``offset`` on: word k is bytes offset + k
+        to offset + k + 7."""
+        return np.ndarray((self.data.size - 7 - offset,), dtype="<u8", buffer=self.data, offset=offset,
                           strides=(1,))
+
+    def chunk(self, rows: IndexArray | slice, offset: int, lengths: IndexArray, count: int = 8) -> WordArray:
+        """Bytes offset .. offset + count - 1 (count ≤ 8) of the strings ``rows`` (whose ``lengths`` are
+        given), zero past each one's end, as little-endian words (the first byte lowest)."""
+        words = self._at(offset)[self.offsets[rows]]
+        if lengths.size and int(lengths.min()) < offset + count:  # some end before these bytes do
+            longest = int(lengths.max())
+            # mask[length]: the bytes of this chunk that a string of that length has
+            words &= _MASK[np.clip(np.arange(longest + 1) - offset, 0, count)][lengths]
+        elif count < 8:
+            words &= _MASK[count]
+        return words
 
     def word(self, rows: IndexArray | slice, j: int, lengths: IndexArray) -> WordArray:
         """Bytes 8j..8j+7 of the strings ``rows`` (whose ``lengths`` are given), zero past each one's end,
         little-endian."""
-        words = self._words(j)[self.offsets[rows]]
-        if lengths.size and int(lengths.min()) < 8 * (j + 1):  # some end within this word or before it
-            longest = int(lengths.max())
-            # mask[length]: the bytes of word j that a string of that length has
-            words &= _MASK[np.clip(np.arange(longest + 1) - 8 * j, 0, 8)][lengths]
-        return words
+        return self.chunk(rows, 8 * j, lengths)
 
     def keys(self, prefix: IndexArray, bits: int, out: WordArray | None = None) -> WordArray:
         """For each string, ``prefix`` in the top ``bits`` bits and its hash in the others.
@@ -132,12 +140,46 @@ class ByteStrings:
             np.bitwise_or(h, high, out=out[rows])
         return out
 
-    def order_keys(self, rows: IndexArray) -> list[WordArray]:
-        """Keys of ``rows`` for ``np.lexsort`` (least significant first): byte order of the strings."""
+    def descending_within(self, rows: IndexArray, groups: IntArray) -> IntArray:
+        """The positions 0 .. n - 1 of ``rows`` ordered within each group by their strings in byte order
+        descending (a string before its own prefixes); ``groups`` is nondecreasing, so each group's
+        positions stay where they are.
+
+        Most significant bytes first: each pass sorts the positions still tied on (group, the next few
+        bytes, inverted) packed into one ``uint64``, and the positions whose keys then tie form the next
+        pass's groups; strings equal but for their length (trailing zero bytes) go longest first.
+        """
+        order = np.arange(rows.size, dtype=np.int64)
+        tied = order.copy()  # positions still tied, in order; groups[...] their groups
+        groups = np.cumsum(np.r_[0, groups[1:] != groups[:-1]])  # numbered 0, 1, ...
         lengths = self.lengths(rows)
         longest = int(lengths.max()) if lengths.size else 0
-        words = [self.word(rows, j, lengths).byteswap() for j in reversed(range(_width(longest)))]
-        return [lengths.astype(np.uint64), *words]
+        offset = 0
+        while tied.size > 1:
+            bits = max(1, int(groups[-1]).bit_length())
+            count = min((64 - bits) // 8, 8)
+            picked = rows[order[tied]]
+            if offset < longest:
+                value = self.chunk(picked, offset, lengths[order[tied]], count).byteswap()
+                value >>= np.uint64(64 - 8 * count)
+                value ^= _MASK[count]  # inverted: descending
+            else:  # every byte compared: longest first
+                value = longest - lengths[order[tied]].astype(np.uint64)
+            key = groups.astype(np.uint64) << np.uint64(64 - bits)
+            key |= value
+            sort = np.argsort(key, kind="stable")
+            order[tied] = order[tied][sort]
+            key = key[sort]
+            if offset >= longest:
+                break
+            same = key[1:] == key[:-1]
+            still = np.zeros(tied.size, dtype=bool)
+            still[:-1] = same
+            still[1:] |= same
+            tied, key = tied[still], key[still]
+            groups = np.cumsum(np.r_[0, key[1:] != key[:-1]])
+            offset += count
+        return order
 
 
 def equal(left: ByteStrings, a: IndexArray, right: ByteStrings, b: IndexArray) -> BoolArray:

@@ -25,12 +25,13 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from monitor.core.batch import RankedBatch
-from monitor.offline.byte_strings import ByteStrings, IndexArray, blocks, equal
+from monitor.offline.byte_strings import BLOCK, ByteStrings, IndexArray, blocks, equal
 from monitor.offline.trec import Qrels, Run, repeated_document
 
 IntArray = npt.NDArray[np.int64]
 WordArray = npt.NDArray[np.uint64]
 FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 
 _LOW_63 = np.int64((1 << 63) - 1)
 
@@ -51,13 +52,13 @@ def _bits(count: int) -> int:
     return max(1, (count - 1).bit_length())
 
 
-def _tied_neighbours(keys: WordArray, order: IntArray) -> IntArray:
-    """Positions i where ``keys[order[i]] == keys[order[i + 1]]`` (gathered a block at a time)."""
-    found = []
-    for rows in blocks(max(order.size - 1, 0)):
+def _tied_neighbours(keys: WordArray, order: IntArray) -> BoolArray:
+    """For each i < n - 1, whether ``keys[order[i]] == keys[order[i + 1]]`` (gathered a block at a time)."""
+    tied = np.zeros(max(order.size - 1, 0), dtype=bool)
+    for rows in blocks(tied.size):
         ordered = keys[order[rows.start:rows.stop + 1]]
-        found.append(rows.start + np.flatnonzero(ordered[1:] == ordered[:-1]))
-    return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+        np.equal(ordered[1:], ordered[:-1], out=tied[rows])
+    return tied
 
 
 def _same(qrels: ByteStrings, run: ByteStrings, first: IntArray, second: IntArray) -> bool:
@@ -80,7 +81,7 @@ def _match_by_hash(qrels: ByteStrings, run: ByteStrings, qrels_labels: IndexArra
     qrels.keys(qrels_labels, _bits(n_labels), out=keys[:len(qrels)])
     run.keys(run_labels, _bits(n_labels), out=keys[len(qrels):])
     order = np.argsort(keys, kind="stable")
-    same = _tied_neighbours(keys, order)
+    same = np.flatnonzero(_tied_neighbours(keys, order))
     del keys
     first, second = order[same], order[same + 1]
     return (first, second) if _same(qrels, run, first, second) else None
@@ -128,10 +129,11 @@ def _descending(scores: FloatArray, out: WordArray) -> None:
 
 
 def trec_order(lists: IndexArray, n_lists: int, scores: FloatArray, strings: ByteStrings,
-               rows: IntArray | None = None) -> IntArray:
+               rows: IntArray | None = None, tie_chunk: int = BLOCK) -> IntArray:
     """``rows`` (default: all) ordered by list, then score descending, then document id descending.
 
-    ``lists[i]`` is the list of row i (0 .. n_lists - 1) and ``strings`` holds its document id.
+    ``lists[i]`` is the list of row i (0 .. n_lists - 1) and ``strings`` holds its document id; tied
+    rows are put in order about ``tie_chunk`` at a time.
     """
     n = lists.size if rows is None else rows.size
     shift, top = np.uint64(_bits(n_lists)), np.uint64(64 - _bits(n_lists))
@@ -146,19 +148,41 @@ def trec_order(lists: IndexArray, n_lists: int, scores: FloatArray, strings: Byt
         block |= high
     order = np.argsort(keys, kind="stable")
     tied = _tied_neighbours(keys, order)
-    if tied.size:  # equal keys: equal scores (or scores equal but for the cut bits), put in exact order
-        # both rows of each tied pair, once (as np.union1d, whose np.unique would import numpy.ma)
-        at = np.concatenate((tied, tied + 1))
-        at.sort()
-        at = at[np.r_[True, at[1:] != at[:-1]]]
-        ordered = keys[order[at]]
-        group = np.cumsum(np.r_[True, ordered[1:] != ordered[:-1]])
-        tied_rows = order[at] if rows is None else rows[order[at]]
-        descending = [~key for key in strings.order_keys(tied_rows)]
-        order[at] = order[at][np.lexsort((*descending, -(scores[tied_rows] + 0.0), group))]
     del keys
+    if tied.any():  # equal keys: equal scores (or scores equal but for the cut bits), put in exact order
+        _order_ties(order, tied, scores, strings, rows, tie_chunk)
     ordered_rows: IntArray = order if rows is None else rows[order]
     return ordered_rows
+
+
+def _order_ties(order: IntArray, tied: BoolArray, scores: FloatArray, strings: ByteStrings,
+                rows: IntArray | None, chunk: int) -> None:
+    """Put each run of slots of ``order`` whose keys tie (``tied[i]``: slots i and i + 1 do) in exact
+    order: score descending, then document id descending. A chunk of whole runs at a time, so that the
+    temporary arrays stay small even when every score ties."""
+    in_run = np.zeros(order.size, dtype=bool)
+    in_run[:-1] = tied
+    in_run[1:] |= tied
+    at = np.flatnonzero(in_run)  # the tied slots
+    del in_run
+    starts = np.flatnonzero(np.r_[True, ~((at[1:] == at[:-1] + 1) & tied[at[:-1]])])  # each run's first
+    low = 0
+    while low < at.size:
+        following = int(np.searchsorted(starts, low + chunk))  # the first run that starts a chunk later
+        high = int(starts[following]) if following < starts.size else at.size
+        slots = at[low:high]
+        first = np.zeros(high - low, dtype=bool)
+        first[starts[(starts >= low) & (starts < high)] - low] = True
+        group = np.cumsum(first) - 1
+        low = high
+        held = order[slots]  # what the tied slots hold; re-ordered within each run below
+        tied_rows = held if rows is None else rows[held]
+        tied_scores = scores[tied_rows] + 0.0
+        if (tied_scores[1:] != tied_scores[:-1])[group[1:] == group[:-1]].any():  # the cut bits differ
+            by_score = np.lexsort((-tied_scores, group))
+            held, tied_rows, tied_scores = held[by_score], tied_rows[by_score], tied_scores[by_score]
+            group = np.cumsum(np.r_[0, (group[1:] != group[:-1]) | (tied_scores[1:] != tied_scores[:-1])])
+        order[slots] = held[strings.descending_within(tied_rows, group)]
 
 
 def _positions(names: list[str]) -> dict[str, int]:

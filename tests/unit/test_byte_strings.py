@@ -19,7 +19,9 @@ from monitor.offline.trec_batch import byte_strings
 
 # Few distinct bytes so that equal strings, shared prefixes and trailing zeros are common.
 STRINGS = st.lists(st.binary(max_size=40).map(lambda b: bytes(x % 3 for x in b)) | st.sampled_from(
-    [b"", b"\x00", b"a", b"a\x00", b"abcdefgh", b"abcdefgh\x00", b"abcdefghi"]), min_size=1, max_size=60)
+    [b"", b"\x00", b"a", b"a\x00", b"abcdefgh", b"abcdefgh\x00", b"abcdefghi"]) | st.builds(
+    lambda at, byte: b"p" * at + bytes([byte]) + b"s", st.integers(0, 24), st.integers(0, 2)),
+    min_size=1, max_size=60)  # the last: equal but for byte `at` (any byte of a word, of a pass)
 
 
 def parts(values: list[bytes], cuts: list[int]) -> ByteStrings:
@@ -48,8 +50,14 @@ def test_equality_hashes_and_byte_order_match_python_bytes(values: list[bytes], 
         if same:
             assert keys[i] == keys[j]
     rows = np.arange(n)
-    order = np.lexsort(strings.order_keys(rows))
-    assert [values[i] for i in order.tolist()] == sorted(values)
+    order = strings.descending_within(rows, np.zeros(n, dtype=np.int64))
+    assert [values[i] for i in order.tolist()] == sorted(values, reverse=True)
+    groups = np.repeat(np.arange(3), [n // 3, n // 3, n - 2 * (n // 3)])  # three groups of positions
+    within = strings.descending_within(rows, groups).tolist()
+    expected = [i for g in range(3) for i in sorted(np.flatnonzero(groups == g).tolist(),
+                                                         key=lambda i: values[i], reverse=True)]
+    assert [values[i] for i in within] == [values[i] for i in expected]
+    assert sorted(within[:n // 3]) == list(range(n // 3))  # positions stay in their group
 
 
 def test_distinct_strings_of_a_large_column_hash_apart() -> None:
@@ -64,7 +72,7 @@ def test_arrow_chunks_with_offsets_and_empty_chunks() -> None:
     strings = byte_strings(column.chunks)
     assert strings.lengths(slice(0, 5)).tolist() == [2, 0, 3, 3, 2]
     assert equal(strings, np.array([2, 0, 1]), strings, np.array([3, 4, 1])).tolist() == [True, False, True]
-    assert np.lexsort(strings.order_keys(np.arange(5))).tolist() == [1, 0, 2, 3, 4]
+    assert strings.descending_within(np.arange(5), np.zeros(5, dtype=np.int64)).tolist() == [4, 2, 3, 0, 1]
 
 
 @settings(max_examples=200, deadline=None)

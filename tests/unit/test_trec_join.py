@@ -171,22 +171,23 @@ CLOSE_SCORES = ["1", "1.0000000000000002", "1.0000000000000004", "0.999999999999
 @given(st.lists(st.tuples(st.integers(0, 5000), st.sampled_from(CLOSE_SCORES),
                           st.binary(max_size=20).map(lambda b: bytes(x % 4 + 97 for x in b))),
                 max_size=80),
-       st.integers(1, 5001))
+       st.integers(1, 3) | st.integers(1, 5001), st.integers(1, 12))
 def test_trec_order_is_list_then_score_then_docno_descending(
-        rows: list[tuple[int, str, bytes]], n_lists: int) -> None:
+        rows: list[tuple[int, str, bytes]], n_lists: int, tie_chunk: int) -> None:
     rows = [(lst % n_lists, score, doc) for lst, score, doc in rows]
     lists = np.array([lst for lst, _, _ in rows], dtype=np.int64)
     scores = np.array([float(score) for _, score, _ in rows], dtype=np.float64)
     docs = [doc for _, _, doc in rows]
     offsets = np.cumsum([0] + [len(d) for d in docs]).astype(np.int32)
     strings = ByteStrings.from_parts([(offsets, np.frombuffer(b"".join(docs), dtype=np.uint8))])
-    order = trec_order(lists, n_lists, scores, strings).tolist()
+    order = trec_order(lists, n_lists, scores, strings, tie_chunk=tie_chunk).tolist()
     expected = sorted(range(len(rows)), key=lambda i: docs[i], reverse=True)  # then stable sorts:
     expected = sorted(expected, key=lambda i: -scores[i])
     expected = sorted(expected, key=lambda i: lists[i])
     assert [(lists[i], scores[i], docs[i]) for i in order] == [(lists[i], scores[i], docs[i]) for i in expected]
     subset = np.arange(0, len(rows), 2, dtype=np.int64)
-    assert trec_order(lists, n_lists, scores, strings, subset).tolist() == [i for i in expected if i % 2 == 0]
+    assert trec_order(lists, n_lists, scores, strings, subset, tie_chunk).tolist() == [
+        i for i in expected if i % 2 == 0]
 
 
 @pytest.mark.parametrize("seed", range(20))
