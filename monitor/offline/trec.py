@@ -85,9 +85,10 @@ def _normalise(data: bytes) -> bytes:
 
 def _pool() -> pa.MemoryPool:
     """The C library's malloc, not pyarrow's default mimalloc: mimalloc backs its segments with
-    transparent huge pages, whose faults (zeroing 2 MiB each, compacting memory when it is fragmented)
-    cost the 2-core machine 0.1-0.4 s of system time per run and 70 MiB of peak RSS; with malloc, what
-    the parser frees is reused by numpy's arrays (docs/evaluate.md)."""
+    transparent huge pages (94 faults of 2 MiB per benchmark run), whose faults zero 2 MiB each and, when
+    memory is fragmented, wait for the kernel to compact it: up to 0.2 s more system time per run on the
+    2-core machine, and 20-65 MiB more peak RSS. With malloc, numpy's arrays reuse what the parser
+    frees (docs/evaluate.md)."""
     return pa.system_memory_pool()
 
 
