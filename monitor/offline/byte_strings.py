@@ -1,4 +1,4 @@
-"""Many byte strings as numpy arrays: 64-bit hashes, pairwise equality and byte-order sort keys.
+"""Many byte strings as numpy arrays: 64-bit hashes, pairwise equality and byte order within groups.
 
 The join of a TREC run with its qrels compares document ids: sorting 2.8 M strings costs more than the
 rest of the join. Here the ids are read eight bytes at a time (an unaligned ``uint64`` view of the

@@ -7,13 +7,13 @@
 * unjudged documents have gain 0 and are not relevant; the NDCG ideal is built from every judged
   document of the query.
 
-No string is sorted unless scores tie. The join sorts 64-bit keys, (query, hash of the document id), of
-the qrels rows followed by the run rows; neighbours with equal keys are a judgment (qrels row, run row)
-or a repeated document (two qrels rows or two run rows, an error). Every such pair is compared byte for
-byte; if a hash collision paired two different ids, the join is redone by sorting the strings
-(:func:`_match_by_strings`). The run rows are then ordered by one sort of (list, score descending)
-keys, the score's low bits cut to make room for the list; rows whose keys tie are put in exact order
-(score descending, then document id descending) among themselves.
+No string is sorted unless scores tie (or a hash collides). The join sorts 64-bit keys, (query, hash
+of the document id), of the qrels rows followed by the run rows; neighbours with equal keys are a
+judgment (qrels row, run row) or a repeated document (two qrels rows or two run rows, an error). Every
+such pair is compared byte for byte; if a hash collision paired two different ids, the join is redone
+by sorting the strings (:func:`_match_by_strings`). The run rows are then ordered by one sort of
+(list, score descending) keys, the score's low bits cut to make room for the list; rows whose keys tie
+are put in exact order (score descending, then document id descending) among themselves.
 """
 
 from __future__ import annotations
