@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from monitor import __version__
 
@@ -25,14 +26,22 @@ Run 'monitor <command> --help' for a command's options.
 """
 
 
-def _delegate(module: str) -> Callable[[Sequence[str]], int]:
-    """A sub-command whose module is imported only when it runs (the worker's imports are heavy)."""
+def _delegate(module: str, environ: Mapping[str, str] | None = None) -> Callable[[Sequence[str]], int]:
+    """A sub-command whose module is imported only when it runs (the worker's imports are heavy);
+    ``environ``: defaults for environment variables that must be set before that import."""
 
     def run(argv: Sequence[str]) -> int:
+        for name, value in (environ or {}).items():
+            os.environ.setdefault(name, value)
         entry: Callable[[Sequence[str]], int] = importlib.import_module(module).main
         return entry(argv)
 
     return run
+
+
+# monitor evaluate makes no BLAS call; with one BLAS thread, importing numpy does not start a thread per
+# core that spins for a while (50-90 ms of CPU on the 2-core machine, benchmarks/evaluate.py).
+ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1"}
 
 
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
@@ -43,7 +52,7 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "produce": _delegate("monitor.worker.produce"),
     "canary": _delegate("monitor.worker.canary_cli"),
     "annotate": _delegate("monitor.annotate.cli"),
-    "evaluate": _delegate("monitor.offline.cli"),
+    "evaluate": _delegate("monitor.offline.cli", ONE_BLAS_THREAD),
     "services": _delegate("monitor.services.cli"),
 }
 

@@ -9,7 +9,7 @@ equal :func:`monitor.core.evaluation.compute` on each list (tested to 1e-12).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import cast
@@ -103,12 +103,41 @@ def _segment_sum(ids: IntArray, weights: FloatArray, n: int) -> FloatArray:
     return np.bincount(ids, weights=weights, minlength=n).astype(np.float64)
 
 
+def _head(offsets: IntArray, k: int) -> tuple[IntArray, BoolArray] | None:
+    """The rows of the first k documents of each list as an (n, k) matrix and which of them exist; None
+    when that matrix would be larger than the lists themselves (then a pass over every row is cheaper)."""
+    n, total = offsets.size - 1, int(offsets[-1])
+    if n * k > max(total, 64):
+        return None
+    columns = np.arange(k, dtype=np.int64)
+    return offsets[:-1, None] + columns, columns < np.diff(offsets)[:, None]
+
+
+def _head_sum(values: FloatArray, head: tuple[IntArray, BoolArray], weights: FloatArray | None = None,
+              transform: Gain = "linear") -> FloatArray:
+    """Per list, Σ over its first k documents of transform(value) × weight of the rank, summed in rank
+    order (as ``bincount`` sums a list, so the result is the same to the last bit as the pass over every
+    row)."""
+    rows, exists = head
+    n, k = rows.shape
+    if values.size == 0:
+        return np.zeros(n, dtype=np.float64)
+    picked = transform_gains(values[np.minimum(rows, values.size - 1)], transform)
+    if weights is not None:
+        picked = picked * weights[:k]
+    picked[~exists] = 0.0
+    return _segment_sum(np.repeat(np.arange(n, dtype=np.int64), k), picked.ravel(), n)
+
+
 def _dcg(gains: FloatArray, offsets: IntArray, k: int | None, gain: Gain, discount: Discount,
-         segments: tuple[IntArray, IntArray] | None = None) -> FloatArray:
-    ids, ranks = _segment_ids(offsets) if segments is None else segments
+         segments: Callable[[], tuple[IntArray, IntArray]] | None = None) -> FloatArray:
     n = offsets.size - 1
     if gains.size == 0:
         return np.zeros(n, dtype=np.float64)
+    head = None if k is None else _head(offsets, k)
+    if head is not None:
+        return _head_sum(gains, head, discounts(head[0].shape[1], discount), gain)
+    ids, ranks = _segment_ids(offsets) if segments is None else segments()
     table = discounts(int(ranks.max()) + 1, discount)
     weights = transform_gains(gains, gain) * table[ranks]
     if k is not None:
@@ -116,8 +145,31 @@ def _dcg(gains: FloatArray, offsets: IntArray, k: int | None, gain: Gain, discou
     return _segment_sum(ids, weights, n)
 
 
+def _top_sum(batch: RankedBatch, values: FloatArray, k: int | None) -> FloatArray:
+    """Per list, the sum of ``values`` over its first k documents (all when k is None)."""
+    head = None if k is None else _head(batch.offsets, k)
+    if head is not None:
+        return _head_sum(values, head)
+    ids, ranks = batch.segments
+    return _segment_sum(ids, _top(ranks, values, k), batch.n_lists)
+
+
 def _top(ranks: IntArray, values: FloatArray, k: int | None) -> FloatArray:
     return values if k is None else np.where(ranks < k, values, 0.0)
+
+
+def _relevant_hits(batch: RankedBatch, k: int | None) -> tuple[IntArray, IntArray, IntArray]:
+    """(list, 0-based rank, 1-based count of relevant documents so far in its list) of every relevant
+    document ranked within the cutoff, in batch order: only those rows matter to AP and RR."""
+    rows = np.flatnonzero(batch.relevant == 1.0)
+    lists = np.searchsorted(batch.offsets, rows, side="right") - 1
+    ranks = rows - batch.offsets[lists]
+    if k is not None:
+        within = ranks < k
+        lists, ranks = lists[within], ranks[within]
+    first = np.searchsorted(lists, np.arange(batch.n_lists, dtype=np.int64))  # each list's first hit
+    counts = np.arange(1, lists.size + 1, dtype=np.int64) - first[lists]
+    return lists, ranks, counts
 
 
 def _err(batch: RankedBatch, k: int | None, p: float) -> FloatArray:
@@ -142,40 +194,37 @@ def _err(batch: RankedBatch, k: int | None, p: float) -> FloatArray:
 def measure_values(measure: Measure, batch: RankedBatch) -> list[float | None]:
     """Per-list values of one measure for every list of the batch."""
     k, name, n = measure.cutoff, measure.name, batch.n_lists
-    ids, ranks = batch.segments
     values: FloatArray
     if name in {"DCG", "nDCG", "CG"}:
         gain: Gain = "exponential" if name != "CG" and measure.param("gain") == "exp" else "linear"
         discount = cast(Discount, measure.param("discount")) if name != "CG" else "log2"
         if name == "CG":
-            values = _segment_sum(ids, _top(ranks, batch.gains, k), n)
+            values = _top_sum(batch, batch.gains, k)
         else:
-            values = _dcg(batch.gains, batch.offsets, k, gain, discount, batch.segments)
+            values = _dcg(batch.gains, batch.offsets, k, gain, discount, lambda: batch.segments)
         if name == "nDCG":
             ideal = _dcg(batch.pool_gains, batch.pool_offsets, k, gain, discount)
             values = np.divide(values, ideal, out=np.zeros(n, dtype=np.float64), where=ideal != 0.0)
     elif name in {"P", "R"}:
-        hits = _segment_sum(ids, _top(ranks, batch.relevant, k), n)
+        hits = _top_sum(batch, batch.relevant, k)
         if name == "P":
             values = hits / float(cast(int, k))
         else:
             nrel = batch.n_relevant.astype(np.float64)
             values = np.divide(hits, nrel, out=np.zeros(n, dtype=np.float64), where=nrel > 0)
     elif name == "AP":
-        rel = _top(ranks, batch.relevant, k)
-        running = np.cumsum(rel)
-        before = np.repeat(np.r_[0.0, running][batch.offsets[:-1]], np.diff(batch.offsets))
-        precisions = np.where(rel == 1.0, (running - before) / (ranks + 1.0), 0.0)
-        total = _segment_sum(ids, precisions, n)
+        lists, ranks, counts = _relevant_hits(batch, k)
+        total = _segment_sum(lists, counts / (ranks + 1.0), n)
         denominator = (batch.n_relevant.astype(np.float64) if k is None
-                       else _segment_sum(ids, rel, n))
+                       else np.bincount(lists, minlength=n).astype(np.float64))
         values = np.divide(total, denominator, out=np.zeros(n, dtype=np.float64), where=denominator > 0)
     elif name == "RR":
-        hit = _top(ranks, batch.relevant, k) == 1.0
-        first_ids, first = np.unique(ids[hit], return_index=True)
+        lists, ranks, counts = _relevant_hits(batch, k)
+        first = counts == 1
         values = np.zeros(n, dtype=np.float64)
-        values[first_ids] = 1.0 / (ranks[hit][first] + 1.0)
+        values[lists[first]] = 1.0 / (ranks[first] + 1.0)
     elif name == "RBP":
+        ids, ranks = batch.segments
         p = float(measure.param("p"))
         weights = (1.0 - p) * batch.gains * np.power(p, ranks.astype(np.float64))
         values = _segment_sum(ids, _top(ranks, weights, k), n)
@@ -183,7 +232,7 @@ def measure_values(measure: Measure, batch: RankedBatch) -> list[float | None]:
         values = _err(batch, k, float(measure.param("p")))
     else:
         return [compute(measure, batch.judged_list(g)) for g in range(n)]
-    return [float(v) for v in values]
+    return cast(list[float | None], values.tolist())
 
 
 def evaluate_batch(
@@ -202,6 +251,8 @@ def evaluate_batch(
             aggregate[measure] = pairs.get()
         else:
             defined = np.array([v for v in values if v is not None], dtype=np.float64)
-            mean = Mean(int(defined.size), float(defined.sum()), float(np.dot(defined, defined)))
+            # (defined * defined).sum(), not np.dot: a BLAS call wakes threads that then spin on the
+            # other core
+            mean = Mean(int(defined.size), float(defined.sum()), float((defined * defined).sum()))
             aggregate[measure] = mean.get()
     return aggregate, per_list

@@ -28,7 +28,6 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from monitor.core.errors import GradeError
@@ -41,20 +40,31 @@ _BLANKS = re.compile(rb"[ \t\r\f\v]+")
 _EDGES = re.compile(rb"(?m)^ | $")
 
 FloatArray = npt.NDArray[np.float64]
+IndexArray = npt.NDArray[np.int32]
 
 
 @dataclass(frozen=True)
 class Qrels:
-    """Judgments: one row per (query, document); query ids as indices into ``queries``."""
+    """Judgments: one row per (query, document); query ids as indices into ``queries``, grades as indices
+    into the ``grade_*`` tables (one entry per distinct grade written in the file)."""
 
     queries: pa.Array
-    query_index: npt.NDArray[np.int64]
+    query_index: IndexArray
     docno: pa.ChunkedArray
-    gains: FloatArray
-    levels: FloatArray
-    relevant: FloatArray
+    grade: IndexArray
+    grade_gains: FloatArray
+    grade_levels: FloatArray
+    grade_relevant: FloatArray
     max_level: float
     path: Path | None = None  # named in errors found later (a document judged twice for one query)
+
+    @property
+    def gains(self) -> FloatArray:
+        return self.grade_gains[self.grade]
+
+    @property
+    def relevant(self) -> FloatArray:
+        return self.grade_relevant[self.grade]
 
 
 @dataclass(frozen=True)
@@ -62,19 +72,24 @@ class Run:
     """A run: one row per retrieved (query, document); query ids as indices into ``queries``."""
 
     queries: pa.Array
-    query_index: npt.NDArray[np.int64]
+    query_index: IndexArray
     docno: pa.ChunkedArray
     scores: FloatArray
     path: Path | None = None  # named in errors found later (a document twice for one query)
-
-    @property
-    def qid(self) -> pa.Array:
-        return self.queries.take(pa.array(self.query_index))
 
 
 def _normalise(data: bytes) -> bytes:
     """Single spaces between fields, none at line ends."""
     return _EDGES.sub(b"", _BLANKS.sub(b" ", data))
+
+
+def _pool() -> pa.MemoryPool:
+    """The C library's malloc, not pyarrow's default mimalloc: mimalloc backs its segments with
+    transparent huge pages (94 faults of 2 MiB per benchmark run), whose faults zero 2 MiB each and, when
+    memory is fragmented, wait for the kernel to compact it: up to 0.2 s more system time per run on the
+    2-core machine, and 20-65 MiB more peak RSS. With malloc, numpy's arrays reuse what the parser
+    frees (docs/evaluate.md)."""
+    return pa.system_memory_pool()
 
 
 def _parse(source: pa.NativeFile | io.BytesIO, fields: tuple[str, ...],
@@ -86,6 +101,7 @@ def _parse(source: pa.NativeFile | io.BytesIO, fields: tuple[str, ...],
                                          double_quote=False, newlines_in_values=False),
         convert_options=pacsv.ConvertOptions(column_types=types, include_columns=list(types),
                                              strings_can_be_null=False, quoted_strings_can_be_null=False),
+        memory_pool=_pool(),
     )
 
 
@@ -101,33 +117,28 @@ def _has_tab(path: Path) -> bool:
 def _read_table(path: Path, fields: tuple[str, ...], types: dict[str, pa.DataType]) -> pa.Table:
     """Parse with single-space separators; if that fails, or the file has tabs, normalise blanks first.
 
-    The fast path streams the file into the parser, so the text is never held whole next to the table;
-    the parser's block buffers go back to the system once the table is built.
+    The fast path streams the file into the parser, so the text is never held whole next to the table.
     """
-    try:
-        return _parse_file(path, fields, types)
-    finally:
-        pa.default_memory_pool().release_unused()
+    return _parse_file(path, fields, types)
 
 
 def _parse_file(path: Path, fields: tuple[str, ...], types: dict[str, pa.DataType]) -> pa.Table:
     if not _has_tab(path):
         try:
-            with pa.OSFile(str(path)) as source:
+            with pa.OSFile(str(path), memory_pool=_pool()) as source:
                 return _parse(source, fields, types)
         except pa.ArrowInvalid:
             pass
     return _parse(io.BytesIO(_normalise(path.read_bytes())), fields, types)
 
 
-def _indexed(column: pa.ChunkedArray) -> tuple[pa.Array, npt.NDArray[np.int64]]:
+def _indexed(column: pa.ChunkedArray) -> tuple[pa.Array, IndexArray]:
     """(distinct values, index of each row) of a dictionary-typed column."""
-    unified = column.unify_dictionaries()
+    unified = column.unify_dictionaries(_pool())
     if unified.num_chunks == 0:
-        return pa.array([], pa.string()), np.zeros(0, dtype=np.int64)
-    indices = [np.asarray(chunk.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-               for chunk in unified.chunks]
-    return unified.chunk(0).dictionary, np.concatenate(indices)
+        return pa.array([], pa.string()), np.zeros(0, dtype=np.int32)
+    indices = [chunk.indices.to_numpy(zero_copy_only=False) for chunk in unified.chunks]
+    return unified.chunk(0).dictionary, np.concatenate(indices).astype(np.int32, copy=False)
 
 
 DICT = pa.dictionary(pa.int32(), pa.string())
@@ -169,6 +180,8 @@ def check_judged_once(qrels: Qrels) -> None:
     The join finds such repeats in its sort; this is for when the join never runs because the run is
     malformed, so that the qrels error is still the one reported first, as the qrels are read first.
     """
+    import pyarrow.compute as pc  # here only: the import costs 30 ms, and this runs on errors only
+
     if len(qrels.docno) < 2:
         return
     docno = qrels.docno.combine_chunks()
@@ -202,7 +215,8 @@ def read_run(path: str | Path) -> Run:
     except (pa.ArrowInvalid, UnicodeDecodeError):
         _scan(path, RUN_FIELDS, _check_run_fields)
         raise  # pragma: no cover - _scan always raises
-    scores = np.asarray(table["score"].to_numpy(), dtype=np.float64)
+    scores = np.concatenate([chunk.to_numpy(zero_copy_only=False) for chunk in table["score"].chunks]
+                            or [np.zeros(0)])  # a null (an empty field) becomes nan, refused below
     if not np.isfinite(scores).all():
         raise first_line_where(path, lambda p: not math.isfinite(float(p[4])),
                                 "score {4!r} of document {2} is not a finite number")
@@ -227,7 +241,7 @@ def read_qrels(path: str | Path, scale: Scale) -> Qrels:
     except (pa.ArrowInvalid, UnicodeDecodeError):
         _scan(path, QRELS_FIELDS, lambda parts: _check_grade(parts[3], scale))
         raise  # pragma: no cover
-    names, index = _indexed(table["grade"])
+    names, grade_index = _indexed(table["grade"])
     gains, levels, relevant = [], [], []
     for name in names.to_pylist():
         try:
@@ -238,15 +252,14 @@ def read_qrels(path: str | Path, scale: Scale) -> Qrels:
         levels.append(float(grade.level))
         relevant.append(1.0 if grade.relevant else 0.0)
     queries, query_index = _indexed(table["qid"])
-    docno = table["docno"]
-    level_array = np.asarray(levels, dtype=np.float64)[index]
+    level_table = np.asarray(levels, dtype=np.float64)  # every grade in the table occurs in the file
     if isinstance(scale, TrecScale):
         max_level = float(scale.max_level if scale.max_level is not None
-                          else max(level_array.max(initial=0.0), 0.0))
+                          else max(level_table.max(initial=0.0), 0.0))
     else:
         max_level = float(scale.max_level)
-    return Qrels(queries, query_index, docno, np.asarray(gains, dtype=np.float64)[index], level_array,
-                 np.asarray(relevant, dtype=np.float64)[index], max_level, path)
+    return Qrels(queries, query_index, table["docno"], grade_index, np.asarray(gains, dtype=np.float64),
+                 level_table, np.asarray(relevant, dtype=np.float64), max_level, path)
 
 
 def _grade_is(name: str) -> Callable[[list[str]], bool]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -175,3 +176,16 @@ def test_a_qrels_repeat_is_reported_before_a_malformed_run(tmp_path: Path,
     code, out, err = run_cli(capsys, str(qrels), str(run))
     assert code == 2 and out == ""
     assert err == f"monitor evaluate: error: {qrels}:3: document a judged twice for query q1\n"
+
+
+@pytest.mark.parametrize(("given", "seen"), [(None, "1"), ("3", "3")])
+def test_evaluate_asks_for_one_blas_thread_unless_told_otherwise(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, given: str | None, seen: str) -> None:
+    """Set before the evaluator's modules import numpy (in a fresh process, before OpenBLAS starts)."""
+    if given is None:
+        monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", given)
+    code, _, _ = run_cli(capsys, str(EXAMPLES / "qrels.txt"), str(EXAMPLES / "run.txt"), "-m", "P@5")
+    assert code == 0
+    assert os.environ["OPENBLAS_NUM_THREADS"] == seen

@@ -120,3 +120,17 @@ def test_complete_counts_judged_queries_missing_from_the_run(tmp_path: Path) -> 
     assert evaluate_batch([measure], plain)[0][measure] == 1.0
     assert complete.keys == ["q1", "q2"]
     assert evaluate_batch([measure], complete)[0][measure] == 0.5
+
+
+def test_scores_apart_only_past_float32_precision_do_not_tie(tmp_path: Path) -> None:
+    """trec_eval 10 keeps scores as doubles: 1.000000002 ranks above 1.000000001 (RR 1/2). pytrec_eval
+    0.5.11 rounds both to the same 32-bit float and breaks the tie by document id (z first: RR 1), so this
+    case is checked against trec_eval's own answer, not pytrec_eval's."""
+    qrels = tmp_path / "qrels"
+    run = tmp_path / "run"
+    qrels.write_text("q 0 z 1\nq 0 a 0\n")
+    run.write_text("q Q0 z 1 1.000000001 t\nq Q0 a 2 1.000000002 t\n")
+    batch = batch_from_trec(read_run(run), read_qrels(qrels, TrecScale()))
+    _, per_list = evaluate_batch([parse_measure("RR")], batch)
+    assert per_list[parse_measure("RR")] == [0.5]
+    assert trec_eval(qrels, run)["q"]["recip_rank"] == 1.0  # pytrec_eval's float32 tie

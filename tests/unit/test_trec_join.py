@@ -11,18 +11,24 @@ the measures are compared with trec_eval (pytrec_eval) to 1e-12.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 import pytrec_eval
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from monitor.core.batch import evaluate_batch
 from monitor.core.grades import TrecScale
 from monitor.core.measures import parse_measure
+from monitor.offline import trec_batch
+from monitor.offline.byte_strings import ByteStrings
 from monitor.offline.errors import InputError
 from monitor.offline.trec import read_qrels, read_run
-from monitor.offline.trec_batch import batch_from_trec
+from monitor.offline.trec_batch import batch_from_trec, trec_order
 
 PAIRS = {"nDCG": "ndcg", "nDCG@10": "ndcg_cut_10", "P@10": "P_10", "R@10": "recall_10", "AP": "map",
          "RR": "recip_rank"}
@@ -153,3 +159,103 @@ def test_files_parsed_in_several_blocks_join_like_the_reference(tmp_path: Path) 
     assert list(batch.keys) == list(expected)
     assert batch.gains.tolist() == [grade for qid in expected for _, _, grade in expected[qid]]
     assert batch.scores.tolist() == [score for qid in expected for score, _, _ in expected[qid]]
+
+
+# Scores equal but for their last bits (the order's sort key cuts low bits to make room for the list),
+# signed zeros, subnormals, and plain ties.
+CLOSE_SCORES = ["1", "1.0000000000000002", "1.0000000000000004", "0.9999999999999999", "0.0", "-0.0",
+                "5e-324", "-5e-324", "1e-300", "-1e300", "1e300", "2", "-2.0000000000000004"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5000), st.sampled_from(CLOSE_SCORES),
+                          st.binary(max_size=20).map(lambda b: bytes(x % 4 + 97 for x in b))),
+                max_size=80),
+       st.integers(1, 3) | st.integers(1, 5001), st.integers(1, 12))
+def test_trec_order_is_list_then_score_then_docno_descending(
+        rows: list[tuple[int, str, bytes]], n_lists: int, tie_chunk: int) -> None:
+    rows = [(lst % n_lists, score, doc) for lst, score, doc in rows]
+    lists = np.array([lst for lst, _, _ in rows], dtype=np.int64)
+    scores = np.array([float(score) for _, score, _ in rows], dtype=np.float64)
+    docs = [doc for _, _, doc in rows]
+    offsets = np.cumsum([0] + [len(d) for d in docs]).astype(np.int32)
+    strings = ByteStrings.from_parts([(offsets, np.frombuffer(b"".join(docs), dtype=np.uint8))])
+    order = trec_order(lists, n_lists, scores, strings, tie_chunk=tie_chunk).tolist()
+    expected = sorted(range(len(rows)), key=lambda i: docs[i], reverse=True)  # then stable sorts:
+    expected = sorted(expected, key=lambda i: -scores[i])
+    expected = sorted(expected, key=lambda i: lists[i])
+    assert [(lists[i], scores[i], docs[i]) for i in order] == [(lists[i], scores[i], docs[i]) for i in expected]
+    subset = np.arange(0, len(rows), 2, dtype=np.int64)
+    assert trec_order(lists, n_lists, scores, strings, subset, tie_chunk).tolist() == [
+        i for i in expected if i % 2 == 0]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_many_queries_with_scores_equal_but_for_their_last_bits(tmp_path: Path, seed: int) -> None:
+    """3,000 queries: the order's key keeps 12 bits for the list, so these scores tie in the key."""
+    rng = random.Random(seed)
+    qrels, run = tmp_path / "qrels", tmp_path / "run"
+    with qrels.open("w") as q_out, run.open("w") as r_out:
+        for q in range(3000):
+            docs = list(dict.fromkeys(f"d{rng.randrange(30)}" for _ in range(rng.randint(1, 8))))
+            q_out.writelines(f"q{q} 0 {d} {rng.choice((0, 1, 2))}\n" for d in rng.sample(docs, 1))
+            r_out.writelines(f"q{q} Q0 {d} {r} {rng.choice(CLOSE_SCORES)} t\n" for r, d in enumerate(docs))
+    batch = batch_from_trec(read_run(run), read_qrels(qrels, TrecScale()))
+    expected = reference_lists(qrels, run)
+    assert list(batch.keys) == list(expected)
+    assert batch.scores.tolist() == [score for qid in expected for score, _, _ in expected[qid]]
+    assert batch.gains.tolist() == [grade for qid in expected for _, _, grade in expected[qid]]
+
+
+WEAK_HASHES: dict[str, Callable[[ByteStrings], npt.NDArray[np.uint64]]] = {
+    "constant": lambda strings: np.zeros(len(strings), dtype=np.uint64),
+    "length only": lambda strings: strings.lengths(slice(0, len(strings))).astype(np.uint64) << np.uint64(50),
+}
+
+
+def weak_keys(name: str) -> Callable[..., npt.NDArray[np.uint64]]:
+    """``ByteStrings.keys`` with the hash replaced by a weak one (the prefix kept as it is)."""
+    def keys(strings: ByteStrings, prefix: npt.NDArray[np.int32], bits: int,
+             out: npt.NDArray[np.uint64] | None = None) -> npt.NDArray[np.uint64]:
+        made = (prefix.astype(np.uint64) << np.uint64(64 - bits)) | (WEAK_HASHES[name](strings) >> np.uint64(bits))
+        if out is None:
+            return made
+        out[...] = made
+        return out
+    return keys
+
+
+@pytest.mark.parametrize("weak", list(WEAK_HASHES))
+@pytest.mark.parametrize("seed", range(15))
+def test_hash_collisions_fall_back_to_the_string_join(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      weak: str, seed: int) -> None:
+    """With a hash that pairs different ids, the join is redone on the strings: same lists, same values."""
+    qrels, run = write_tied_collection(tmp_path, seed)
+    monkeypatch.setattr(ByteStrings, "keys", weak_keys(weak))
+    fallbacks = []
+    by_strings = trec_batch._match_by_strings
+    monkeypatch.setattr(trec_batch, "_match_by_strings", lambda *args: fallbacks.append(1) or by_strings(*args))
+    batch = batch_from_trec(read_run(run), read_qrels(qrels, TrecScale()))
+    expected = reference_lists(qrels, run)
+    assert fallbacks or weak != "constant"  # the constant hash pairs two different ids in every collection
+    assert list(batch.keys) == list(expected)
+    for g, qid in enumerate(batch.keys):
+        lo, hi = int(batch.offsets[g]), int(batch.offsets[g + 1])
+        assert batch.scores[lo:hi].tolist() == [score for score, _, _ in expected[qid]]
+        assert batch.gains[lo:hi].tolist() == [grade for _, _, grade in expected[qid]]
+
+
+@pytest.mark.parametrize(("run_text", "line"), [
+    ("q1 Q0 ab 1 1 t\nq1 Q0 ba 1 1 t\nq1 Q0 ab 2 0.5 t\n", 3),
+    ("q1 Q0 zz 1 1 t\nq1 Q0 a 1 1 t\nq1 Q0 zz 2 0.5 t\n", 3),
+])
+def test_repeats_are_found_when_hashes_collide(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               run_text: str, line: int) -> None:
+    qrels, run = tmp_path / "qrels", tmp_path / "run"
+    qrels.write_text("q1 0 ab 1\nq1 0 ba 0\n")
+    run.write_text(run_text)
+    monkeypatch.setattr(ByteStrings, "keys", weak_keys("constant"))
+    with pytest.raises(InputError) as caught:
+        batch_from_trec(read_run(run), read_qrels(qrels, TrecScale()))
+    doc = run_text.split("\n")[line - 1].split()[2]
+    assert str(caught.value) == f"{run}:{line}: document {doc} retrieved twice for query q1"
