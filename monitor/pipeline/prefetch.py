@@ -12,20 +12,19 @@ import heapq
 import math
 from collections.abc import Sequence
 
-from redis.asyncio import Redis
-
 from monitor.core.events import Annotation, Event, Impression
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.join import budget_period, frequency_cells, frequency_slices
 from monitor.core.stream.labels import Labels, SharedGrades, Stamps
 from monitor.core.stream.session import SessionRecord, query_key
 from monitor.core.stream.sketch import cell_field
+from monitor.pipeline.client import RedisClient, queue_mget
 from monitor.pipeline.keys import Keys, text
 from monitor.pipeline.partition_state import PartitionState
 from monitor.pipeline.scripts import parse_early, parse_shared
 
 
-async def prefetch(redis: Redis, keys: Keys, config: StreamConfig, partition: int, watermark: float,
+async def prefetch(redis: RedisClient, keys: Keys, config: StreamConfig, partition: int, watermark: float,
                    events: Sequence[Event]
                    ) -> tuple[PartitionState, dict[str, Labels], dict[str, SharedGrades], dict[str, Stamps]]:
     """A :class:`PartitionState` holding what ``events`` will read, from one pipelined round trip, and
@@ -47,8 +46,8 @@ async def prefetch(redis: Redis, keys: Keys, config: StreamConfig, partition: in
         periods.add(budget_period(e.ts, config))
         final = max(final, e.ts)
     pipe = redis.pipeline(transaction=False)
-    pipe.mget([keys.p(partition, "s", s) for s in session_ids] or ["-"])
-    pipe.mget([keys.p(partition, "e", s) for s in session_ids] or ["-"])
+    queue_mget(pipe, [keys.p(partition, "s", s) for s in session_ids] or [keys.p(partition, "-")])
+    queue_mget(pipe, [keys.p(partition, "e", s) for s in session_ids] or [keys.p(partition, "-")])
     for qkey in query_keys:
         pipe.hgetall(keys.q(qkey, "labels"))
         pipe.hgetall(keys.q(qkey, "label_ts"))

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from redis.asyncio import Redis
-
 from monitor.core.grades import Scale
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.labels import (
@@ -26,11 +24,12 @@ from monitor.core.stream.labels import (
 )
 from monitor.core.stream.transition import Loaded, Transition
 from monitor.pipeline.batch import FanOut
+from monitor.pipeline.client import RedisClient
 from monitor.pipeline.keys import Keys, text
 from monitor.pipeline.scripts import Scripts, parse_shared
 
 
-async def query_writes(redis: Redis, keys: Keys, scripts: Scripts, config: StreamConfig, scale: Scale,
+async def query_writes(redis: RedisClient, keys: Keys, scripts: Scripts, config: StreamConfig, scale: Scale,
                        partition: int, steps: Sequence[tuple[int, Transition, Loaded]]
                        ) -> tuple[dict[int, FanOut], int]:
     """Per-query keys live in other slots: idempotent writes before the transaction, then the

@@ -10,19 +10,25 @@ The scripts are package data (``monitor/pipeline/lua/*.lua``), read here once:
   judgments, the latest ``ts`` winning.
 
 Also the stored form of a session's early labels (:func:`early_json`, :func:`parse_early`).
+
+Each script is called by SHA (and loaded again where Redis lost it: a restart, a promoted replica); in the
+pipeline of a Redis Cluster, which refuses ``EVALSHA``, it is queued as ``EVAL`` with its text instead
+(:class:`Script`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib.resources import files
+from typing import Any
 
-from redis.asyncio import Redis
+from redis.asyncio.cluster import ClusterPipeline
 from redis.commands.core import AsyncScript
 
 from monitor.core.stream.labels import Labels, SharedGrades, Stamps, merge_shared
+from monitor.pipeline.client import RedisClient, RedisPipeline
 from monitor.pipeline.keys import text
 
 
@@ -85,14 +91,28 @@ def merged_shared(entries: SharedGrades, write: tuple[str, str, float, Labels]) 
 
 
 @dataclass(frozen=True)
-class Scripts:
-    """The three scripts registered with one client (each call runs by SHA, loaded again if Redis lost it)."""
+class Script:
+    """One script registered with a client. Called without ``client`` or with a plain pipeline it runs by
+    SHA (redis-py loads it where Redis answers NOSCRIPT); queued in a cluster pipeline, as ``EVAL``."""
 
-    apply_ops: AsyncScript
-    shared_merge: AsyncScript
-    query_merge: AsyncScript
+    registered: AsyncScript
+
+    async def __call__(self, keys: Sequence[str], args: Sequence[str | int | float],
+                       client: RedisPipeline | None = None) -> Any:
+        if isinstance(client, ClusterPipeline):
+            return client.execute_command("EVAL", self.registered.script, len(keys), *keys, *args)
+        return await self.registered(keys=keys, args=args, client=client)
+
+
+@dataclass(frozen=True)
+class Scripts:
+    """The three scripts registered with one client (one server or a cluster)."""
+
+    apply_ops: Script
+    shared_merge: Script
+    query_merge: Script
 
     @classmethod
-    def register(cls, redis: Redis) -> Scripts:
-        return cls(redis.register_script(APPLY_OPS), redis.register_script(SHARED_MERGE),
-                   redis.register_script(QUERY_MERGE))
+    def register(cls, redis: RedisClient) -> Scripts:
+        return cls(Script(redis.register_script(APPLY_OPS)), Script(redis.register_script(SHARED_MERGE)),
+                   Script(redis.register_script(QUERY_MERGE)))

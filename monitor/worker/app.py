@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import faust
-from redis.asyncio import Redis
 
 from monitor.alerting.alertmanager import AlertmanagerClient
+from monitor.pipeline.client import connect
 from monitor.pipeline.writer import RedisState
 from monitor.worker.backoff import Backoff
 from monitor.worker.canary import alert_loop
@@ -66,7 +66,7 @@ def build(settings: WorkerSettings) -> Runtime:
     source = app.topic(topics.impressions, topics.annotations, topics.deploys, **raw)
     sinks = {name: app.topic(name, **raw)
              for name in (topics.dead_letters, topics.requests, topics.annotations)}
-    redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=5,
+    redis = connect(settings.redis_url, socket_timeout=10, socket_connect_timeout=5,
                            health_check_interval=30, **settings.redis_options())
     state = RedisState(redis, settings.stream, settings.grade_scale(), settings.partitions,
                        prefix=settings.redis_prefix)
