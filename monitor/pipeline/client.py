@@ -19,10 +19,19 @@ itself (redis-py retries those, and connection errors, a few times). What still 
 a primary is down and its replica not yet promoted is in :data:`REDIS_UNAVAILABLE`, the errors the
 worker waits out with backoff like a single Redis being unreachable (never a reason to give a message
 up); a cluster none of whose nodes answers raises :class:`ClusterUnavailable`, one of them.
+
+Replication is asynchronous, so a replica promoted after its primary died may lack the primary's last
+writes. The worker finds out for a partition's keys (its applied offsets are behind; it reads the
+messages from Kafka again, docs/worker.md "Failure and recovery"), but not for a query's keys, which
+another shard holds: :func:`execute_replicated` makes the per-query writes wait (``WAIT``) until a
+replica has them, on each node the client's map of slots lists with a replica, and raises
+:class:`NotReplicated`, one of :data:`REDIS_UNAVAILABLE`, when one does not confirm within
+:data:`WAIT_TIMEOUT_MS` (the writes are idempotent: the batch is tried again).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -47,8 +56,17 @@ CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 """The URL schemes of a Redis Cluster, and the scheme of each of its nodes."""
 
 
+WAIT_TIMEOUT_MS = 1000
+"""How long a node waits for a replica to confirm the per-query writes (a healthy one takes well under
+a millisecond on one machine); longer means that replica is down or far behind."""
+
+
 class ClusterUnavailable(RedisConnectionError):
     """No node of the Redis Cluster answered (or none knew who serves every slot yet)."""
+
+
+class NotReplicated(RedisConnectionError):
+    """A cluster node did not confirm in time that a replica has the writes just made."""
 
 
 class MonitorCluster(RedisCluster):
@@ -121,3 +139,40 @@ async def used_memory(redis: RedisClient) -> int:
         return sum(int(info.get("used_memory", 0)) for info in by_node.values())
     info = await redis.info("memory")
     return int(info.get("used_memory", 0))
+
+
+def queue_waits(redis: RedisClient, pipe: RedisPipeline, keys: Iterable[str]) -> dict[int, str]:
+    """On a cluster, queue in ``pipe`` (after its writes) ``WAIT 1`` on each node serving some of ``keys``
+    whose slot has a replica in the client's map; returns each WAIT's place in the pipeline → node."""
+    if not isinstance(redis, RedisCluster) or not isinstance(pipe, ClusterPipeline):
+        return {}
+    nodes: dict[str, ClusterNode] = {}
+    for key in keys:
+        holders = redis.nodes_manager.slots_cache.get(redis.keyslot(key)) or []
+        if len(holders) > 1:
+            nodes[holders[0].name] = holders[0]
+    waits = {}
+    for name, node in sorted(nodes.items()):
+        waits[len(pipe)] = name
+        pipe.execute_command("WAIT", 1, WAIT_TIMEOUT_MS, target_nodes=node)
+    return waits
+
+
+async def execute_replicated(redis: RedisClient, pipe: RedisPipeline, keys: Iterable[str]) -> list[Any]:
+    """Execute ``pipe``, whose commands write ``keys``, and return its replies; on a cluster only once a
+    replica of each node written confirmed the writes (see the module docstring), else
+    :class:`NotReplicated` (after refreshing the client's map of slots, which drops dead replicas)."""
+    waits = queue_waits(redis, pipe, keys)
+    if not waits:
+        return list(await pipe.execute())
+    replies = list(await pipe.execute(raise_on_error=False))
+    for place, reply in enumerate(replies):
+        if isinstance(reply, Exception) and place not in waits:
+            raise reply
+    short = [node for place, node in waits.items()
+             if not isinstance(replies[place], int) or replies[place] < 1]
+    if short and isinstance(redis, RedisCluster):
+        await redis.nodes_manager.initialize()
+        raise NotReplicated(f"no replica of {', '.join(short)} confirmed the writes within "
+                            f"{WAIT_TIMEOUT_MS} ms")
+    return replies[:min(waits)]
