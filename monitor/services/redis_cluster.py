@@ -208,8 +208,23 @@ class RedisClusterServer(ServerGroup):
                 return f"node {node.port}: {error}"
         return None
 
+    def whole(self) -> str | None:
+        """None if the cluster, as each node sees it, has its three primaries, each with its replicas, and
+        no node failed; else what is missing."""
+        for node in self.redis_nodes:
+            try:
+                views = parse_nodes(str(node.call("CLUSTER", "NODES")))
+            except (OSError, ServiceError) as error:
+                return f"node {node.port}: {error}"
+            primaries = [v for v in views if v.primary and v.slots]
+            followers = [v for v in views if not v.primary and v.primary_id in {p.id for p in primaries}]
+            if len(views) != len(self.redis_nodes) or any(v.failed for v in views) \
+                    or len(primaries) != PRIMARIES or len(followers) != PRIMARIES * self.replicas:
+                return f"node {node.port} sees {len(primaries)} primaries, {len(followers)} replicas"
+        return None
+
     def answers(self) -> bool:
-        return self.healthy(self.redis_nodes) is None
+        return self.healthy(self.redis_nodes) is None and self.whole() is None
 
     def why_not(self) -> str:
-        return self.healthy(self.redis_nodes) or "healthy now"
+        return self.healthy(self.redis_nodes) or self.whole() or "healthy now"
