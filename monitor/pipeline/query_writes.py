@@ -24,7 +24,7 @@ from monitor.core.stream.labels import (
 )
 from monitor.core.stream.transition import Loaded, Transition
 from monitor.pipeline.batch import FanOut
-from monitor.pipeline.client import RedisClient, execute_replicated
+from monitor.pipeline.client import RedisClient
 from monitor.pipeline.keys import Keys, text
 from monitor.pipeline.scripts import Scripts, parse_shared
 
@@ -47,8 +47,9 @@ async def query_writes(redis: RedisClient, keys: Keys, scripts: Scripts, config:
     a refresh. A refresh carries no grade that counts: the session takes the query's shared grades
     from Redis when it processes it, so an old refresh overtaking a newer one changes nothing.
 
-    On a Redis Cluster the writes wait until a replica has them (:func:`execute_replicated`): the
-    partition's offsets, on another shard, would not tell that a failover lost them."""
+    On a Redis Cluster the writes wait until a replica has them
+    (:func:`~monitor.pipeline.client.execute_replicated`): the partition's offsets, on another shard,
+    would not tell that a failover lost them."""
     ttl = int(config.state_ttl)
     writes = redis.pipeline(transaction=False)
     checks: list[tuple[int, str, str, Labels]] = []   # (step, query key, session, labels it saw)
@@ -82,7 +83,7 @@ async def query_writes(redis: RedisClient, keys: Keys, scripts: Scripts, config:
     if not checks and not spreads and not shares:
         return {}, 0
     touched = {qkey for _, qkey, _, _ in checks} | {s[1] for s in spreads} | {s[1] for s in shares}
-    written = await execute_replicated(redis, writes, [keys.q(qkey, "labels") for qkey in sorted(touched)])
+    written = await scripts.execute(redis, writes, [keys.q(qkey, "labels") for qkey in sorted(touched)])
     reads = redis.pipeline(transaction=False)
     for _, qkey, _, _ in checks:
         reads.hgetall(keys.q(qkey, "labels"))

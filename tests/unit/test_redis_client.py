@@ -20,10 +20,12 @@ from monitor.pipeline.client import (
     REDIS_UNAVAILABLE,
     ClusterUnavailable,
     MonitorCluster,
+    NotReplicated,
     cluster_seeds,
     connect,
     is_cluster_url,
 )
+from monitor.pipeline.scripts import ScriptsMissing
 
 
 def test_one_server_urls_give_the_plain_client() -> None:
@@ -62,6 +64,7 @@ def test_a_cluster_url_needs_a_port_for_every_node(url: str) -> None:
 
 def test_what_counts_as_redis_unreachable_for_now() -> None:
     waited = [RedisConnectionError("refused"), ClusterUnavailable("no node"), OSError("reset"),
+              NotReplicated("no replica of 127.0.0.1:7000"), ScriptsMissing("NOSCRIPT"),
               ClusterDownError("CLUSTERDOWN The cluster is down"), MasterDownError("MASTERDOWN"),
               ClusterError("TTL exhausted."), TryAgainError("TRYAGAIN"), SlotNotCoveredError("slot 5")]
     assert all(isinstance(error, REDIS_UNAVAILABLE) for error in waited)
