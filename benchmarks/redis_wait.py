@@ -40,7 +40,7 @@ from typing import Any
 from redis.asyncio import RedisCluster
 from redis.asyncio.cluster import ClusterPipeline
 
-import monitor.pipeline.query_writes as query_writes_module
+import monitor.pipeline.scripts as scripts_module
 from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.pipeline.batch import Message
@@ -64,12 +64,12 @@ async def plain_execute(redis: RedisClient, pipe: RedisPipeline, keys: Any) -> l
 def replication(setup: str, times: list[float]) -> Iterator[None]:
     """The per-query writes' pipeline with or without WAIT, for ``setup``, its wall times in ``times``."""
     chosen = execute_replicated if setup.startswith("cluster+wait") else plain_execute
-    saved = query_writes_module.execute_replicated
-    query_writes_module.execute_replicated = timed(times, chosen)  # type: ignore[assignment]
+    saved = scripts_module.execute_replicated
+    scripts_module.execute_replicated = timed(times, chosen)  # type: ignore[assignment]
     try:
         yield
     finally:
-        query_writes_module.execute_replicated = saved
+        scripts_module.execute_replicated = saved
 
 
 class WaitingCommit:
