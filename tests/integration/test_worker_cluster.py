@@ -107,8 +107,16 @@ def test_a_worker_on_a_redis_cluster_equals_in_process_and_offline(
     twice = finish(run, group, worker)
     elapsed = time.monotonic() - started
     assert twice == 0  # nothing went wrong: no dead letter was published twice
-    assert metric(worker.metrics_text(), "search_relevance_redis_retries_total") == 0
+    shown = worker.metrics_text()
+    assert metric(shown, "search_relevance_redis_retries_total") == 0
+    assert metric(shown, "search_relevance_redis_memory_bytes") > 0  # INFO summed over the primaries
     assert group.restarts_seen() == []
+    canary = group.cli("canary", "--json")  # monitor canary reads the cluster too
+    assert canary.returncode in (0, 1), canary.stderr  # 1: a regression (the stream has one), 2: failure
+    rows = json.loads(canary.stdout)
+    exported = {(dict(labels)["bucket"], dict(labels)["metric"]) for (name, labels), _ in run.expected.items()
+                if name == "search_relevance_canary_estimate"}
+    assert {(r["bucket"], r["metric"]) for r in rows} == exported and exported
     print(f"\n{run.messages} messages through one worker on a 3-primary Redis Cluster in {elapsed:.1f} s "
           f"({run.messages / elapsed:.0f}/s)")
 
