@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from monitor.core.events import decode_event
+from monitor.core.decoding import decode_event
 from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.pipeline.batch import Message

@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from monitor.core.events import DEFAULT_LIMITS, Annotation, EventError, Impression, Limits, parse_event
+from monitor.core.event_checks import parse_event
+from monitor.core.events import DEFAULT_LIMITS, Annotation, EventError, Impression, Limits
 from monitor.core.grades import Grade, Scale, TrecScale
 from monitor.core.judged import JudgedList
 from monitor.offline.errors import InputError

@@ -14,6 +14,7 @@ walk).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 SEQ = "seq"
@@ -33,11 +34,17 @@ class Keys:
 
     def p(self, partition: int, *parts: object) -> str:
         """A key of ``partition``'s slot: ``srm:{p3}:s:<session>`` for ``p(3, "s", session)``."""
-        return ":".join([f"{self.prefix}:{{p{partition}}}", *map(str, parts)])
+        return ":".join([_slot(self.prefix, partition), *map(str, parts)])
 
     def q(self, key: str, part: str) -> str:
         """A key of the query whose :func:`~monitor.core.stream.session.query_key` is ``key``."""
         return f"{self.prefix}:{{q:{key}}}:{part}"
+
+
+@lru_cache(maxsize=4096)
+def _slot(prefix: str, partition: int) -> str:
+    """``srm:{p3}``, made once per partition (every key of a batch starts with it)."""
+    return f"{prefix}:{{p{partition}}}"
 
 
 def text(value: Any) -> str:

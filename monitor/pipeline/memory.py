@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from monitor.core.decoding import decode_event
 from monitor.core.events import (
     DEFAULT_LIMITS,
     Annotation,
@@ -22,7 +23,6 @@ from monitor.core.events import (
     EventError,
     Impression,
     Limits,
-    decode_event,
     expect_topic,
 )
 from monitor.core.grades import Scale

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 from monitor.core.events import Annotation, Event, Impression
 from monitor.core.stream.config import StreamConfig
-from monitor.core.stream.join import budget_period, frequency_slices, next_watermark
+from monitor.core.stream.join import frequency_slices, next_watermark
 from monitor.core.stream.labels import Labels, SharedGrades, Stamps
+from monitor.core.stream.sampling import budget_period
 from monitor.core.stream.session import SessionRecord, query_key
 from monitor.core.stream.transition import Loaded, Transition
 
@@ -90,7 +91,8 @@ class PartitionState:
                 loaded.query_stamps = dict(query_stamps.get(key, {}))
             if shared is not None:
                 loaded.shared = shared.get(key, {})
-            loaded.sketch = [self.sketch.get(i, {}) for i in frequency_slices(event.ts, config)]
+            if event.query_bucket is None:  # only then is the bucket estimated from the sketch
+                loaded.sketch = [self.sketch.get(i, {}) for i in frequency_slices(event.ts, config)]
             period = budget_period(event.ts, config)
             loaded.budget_used = {b: self.budget.get((b, period), 0.0) for b in config.k}
         loaded.due = self.due(next_watermark(self.watermark, event), config.max_closes_per_step)

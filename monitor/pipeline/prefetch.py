@@ -1,68 +1,128 @@
-"""The one read a partition's batch makes before its steps: everything the batch's events will read, in
-one pipelined round trip (plus one for records due to close that the batch does not touch).
+"""The reads a partition's batch makes before its steps: what the batch's events will read, in one pipelined
+round trip (rarely two), plus one for records due to close that the batch does not touch.
 
-Session records, early labels, the sketch cells and budget periods the impressions count in, and the
-deadlines due by the batch's last event time, as a :class:`~monitor.pipeline.partition_state.PartitionState`;
-and, from the queries' own slots, their judgments, the judgments' ts and their shared grades.
+Session records, early labels, the sketch cells of impressions without ``query_bucket`` (one
+:data:`~monitor.pipeline.scripts.SKETCH_READ` call), the deadlines due by the batch's last event time and
+the shared grades the batch's refreshes name, as a :class:`~monitor.pipeline.partition_state.PartitionState`
+(with the budget spent, read by the caller with the partition's ``meta``); and, from the queries' own slots,
+their judgments, the judgments' ts and their shared grades, **only for the impressions that may be
+sampled** (:func:`~monitor.core.stream.sampling.may_sample`, given the budget at the batch's start). An
+impression that cannot be sampled reads nothing of its query but whether it has judgments (sessions mode:
+a judged query's sessions are sampled outside the budget), so for those the round trip carries an
+``EXISTS`` of the query's ``labels``; a query found judged is read in full in a second round trip. Most
+traffic is impressions of sessions that are not sampled: they cost two keys of one ``MGET`` each, and no
+read of their query.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from monitor.core.events import Annotation, Event, Impression
 from monitor.core.stream.config import StreamConfig
-from monitor.core.stream.join import budget_period, frequency_cells, frequency_slices
+from monitor.core.stream.join import frequency_cells, frequency_slices
 from monitor.core.stream.labels import Labels, SharedGrades, Stamps
+from monitor.core.stream.sampling import budget_period, may_sample
 from monitor.core.stream.session import SessionRecord, query_key
 from monitor.core.stream.sketch import cell_field
 from monitor.pipeline.client import RedisClient, queue_mget
 from monitor.pipeline.keys import Keys, text
 from monitor.pipeline.partition_state import PartitionState
-from monitor.pipeline.scripts import parse_early, parse_shared
+from monitor.pipeline.scripts import Scripts, parse_early, parse_shared
 
 
-async def prefetch(redis: RedisClient, keys: Keys, config: StreamConfig, partition: int, watermark: float,
-                   events: Sequence[Event]
-                   ) -> tuple[PartitionState, dict[str, Labels], dict[str, SharedGrades], dict[str, Stamps]]:
-    """A :class:`PartitionState` holding what ``events`` will read, from one pipelined round trip, and
-    the queries' judgments, their ts and their shared grades."""
+@dataclass
+class Prefetched:
+    """What a batch's steps read: the partition's state, and the queries' judgments, their ts and shared
+    grades for the queries in :attr:`loaded` (every other query of the batch has no judgments, and none of
+    its impressions can be sampled: a step must not read more of it)."""
+
+    state: PartitionState
+    query_labels: dict[str, Labels] = field(default_factory=dict)
+    query_stamps: dict[str, Stamps] = field(default_factory=dict)
+    shared: dict[str, SharedGrades] = field(default_factory=dict)
+    loaded: set[str] = field(default_factory=set)
+
+
+def _queue_query(pipe: Any, keys: Keys, qkey: str) -> None:
+    pipe.hgetall(keys.q(qkey, "labels"))
+    pipe.hgetall(keys.q(qkey, "label_ts"))
+    pipe.hgetall(keys.q(qkey, "shared"))
+
+
+def _take_query(out: Prefetched, qkey: str, results: Sequence[Any], at: int) -> int:
+    out.query_labels[qkey] = {text(k): int(v) for k, v in results[at].items()}
+    out.query_stamps[qkey] = {text(k): float(v) for k, v in results[at + 1].items()}
+    out.shared[qkey] = parse_shared(results[at + 2])
+    out.loaded.add(qkey)
+    return at + 3
+
+
+def candidates(events: Sequence[Event], spent: Mapping[tuple[str, int], float], config: StreamConfig,
+               partitions: int) -> tuple[set[str], set[str]]:
+    """The batch's impression queries, split in two: those an impression may be sampled for with its query
+    unjudged (read in full), and the rest (in sessions mode, read only if the query has judgments). A
+    query with a judgment in the batch itself counts as judged."""
+    judged_here = {query_key(e.query) for e in events if isinstance(e, Annotation) and e.query is not None}
+    full: set[str] = set()
+    others: set[str] = set()
+    for e in events:
+        if not isinstance(e, Impression):
+            continue
+        qkey = query_key(e.query)
+        period = budget_period(e.ts, config)
+        budget = {b: spent.get((b, period), 0.0) for b in config.budget}
+        (full if may_sample(e, budget, qkey in judged_here, config, partitions) else others).add(qkey)
+    return full, others - full
+
+
+async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: StreamConfig, partition: int,
+                   watermark: float, events: Sequence[Event], spent: Mapping[tuple[str, int], float],
+                   partitions: int) -> Prefetched:
+    """What ``events`` will read, from one pipelined round trip (two when a query not read in full turns
+    out to have judgments); ``spent``: (bucket, period) → the budget spent, as read with ``meta``."""
     state = PartitionState(watermark=watermark)
+    state.budget.update(spent)
+    out = Prefetched(state)
     session_ids = sorted({e.session_id for e in events
                           if isinstance(e, Impression | Annotation) and e.session_id is not None})
     impressions = [e for e in events if isinstance(e, Impression)]
-    query_keys = sorted({query_key(e.query) for e in impressions})
-    shared_keys = sorted({*query_keys, *(e.query_key for e in events
-                                         if isinstance(e, Annotation) and e.query_key is not None)})
+    full, others = candidates(events, spent, config, partitions)
+    if config.budget_unit == "judgments":
+        others = set()  # no query bypasses the budget: whether it has judgments does not matter
+    refreshed = sorted({e.query_key for e in events if isinstance(e, Annotation) and e.query_key is not None}
+                       - full)
     cells: dict[int, set[str]] = {}
-    periods: set[int] = set()
     final = watermark
     for e in impressions:
-        fields = [cell_field(c) for c in frequency_cells(e.query, config)]
-        for index in frequency_slices(e.ts, config):
-            cells.setdefault(index, set()).update(fields)
-        periods.add(budget_period(e.ts, config))
+        if e.query_bucket is None:  # only an impression without a bucket reads the sketch
+            fields = [cell_field(c) for c in frequency_cells(e.query, config)]
+            for index in frequency_slices(e.ts, config):
+                cells.setdefault(index, set()).update(fields)
         final = max(final, e.ts)
     pipe = redis.pipeline(transaction=False)
     queue_mget(pipe, [keys.p(partition, "s", s) for s in session_ids] or [keys.p(partition, "-")])
     queue_mget(pipe, [keys.p(partition, "e", s) for s in session_ids] or [keys.p(partition, "-")])
-    for qkey in query_keys:
-        pipe.hgetall(keys.q(qkey, "labels"))
-        pipe.hgetall(keys.q(qkey, "label_ts"))
-    for qkey in shared_keys:
+    full_order, other_order = sorted(full), sorted(others)
+    for qkey in full_order:
+        _queue_query(pipe, keys, qkey)
+    for qkey in other_order:
+        pipe.exists(keys.q(qkey, "labels"))
+    for qkey in refreshed:
         pipe.hgetall(keys.q(qkey, "shared"))
     sketch_order = sorted(cells)
-    for index in sketch_order:
-        pipe.hmget(keys.p(partition, "cms", index), sorted(cells[index]))
-    period_order = sorted(periods)
-    for period in period_order:
-        pipe.hgetall(keys.p(partition, "bud", period))
+    sketch_fields = sorted(set().union(*cells.values())) if cells else []
+    if sketch_order:
+        await scripts.sketch_read(keys=[keys.p(partition, "cms", i) for i in sketch_order],
+                                  args=sketch_fields, client=pipe)
     limit = config.max_closes_per_step * max(len(events), 1)
     if math.isfinite(final):
         pipe.zrangebyscore(keys.p(partition, "dl"), "-inf", final, start=0, num=limit, withscores=True)
-    results = await pipe.execute()
+    results = await scripts.execute(redis, pipe, ())
     records, early = results[0], results[1]
     for session_id, record, labels in zip(session_ids, records, early, strict=False):
         if record:
@@ -72,34 +132,38 @@ async def prefetch(redis: RedisClient, keys: Keys, config: StreamConfig, partiti
             if stamps:
                 state.early_stamps[session_id] = stamps
     at = 2
-    query_labels: dict[str, Labels] = {}
-    query_stamps: dict[str, Stamps] = {}
-    for qkey in query_keys:
-        query_labels[qkey] = {text(k): int(v) for k, v in results[at].items()}
-        query_stamps[qkey] = {text(k): float(v) for k, v in results[at + 1].items()}
-        at += 2
-    shared: dict[str, SharedGrades] = {}
-    for qkey in shared_keys:
-        shared[qkey] = parse_shared(results[at])
+    for qkey in full_order:
+        at = _take_query(out, qkey, results, at)
+    judged = [qkey for qkey, exists in zip(other_order, results[at:at + len(other_order)], strict=True)
+              if exists]
+    at += len(other_order)
+    for qkey in refreshed:
+        out.shared[qkey] = parse_shared(results[at])
         at += 1
-    for index in sketch_order:
-        state.sketch[index] = {f: float(v) for f, v in zip(sorted(cells[index]), results[at], strict=True)
-                               if v is not None}
+    if sketch_order:
+        values, width = results[at], len(sketch_fields)
+        for n, index in enumerate(sketch_order):
+            row = zip(sketch_fields, values[n * width:(n + 1) * width], strict=True)
+            state.sketch[index] = {f: float(v) for f, v in row if v is not None}
         at += 1
-    for period in period_order:
-        for bucket, used in results[at].items():
-            state.budget[(text(bucket), period)] = float(used)
-        at += 1
+    due: list[tuple[str, float]] = []
     if math.isfinite(final):
         due = [(text(member), float(score)) for member, score in results[at]]
-        missing = [s for s, _ in due if s not in state.records]
-        if missing:
-            loaded = await redis.mget([keys.p(partition, "s", s) for s in missing])
-            for session_id, record in zip(missing, loaded, strict=True):
-                if record:
-                    state.records[session_id] = SessionRecord.from_json(record)
-        for session_id, deadline in due:
-            if session_id in state.records:
-                state.deadlines[session_id] = deadline
-                heapq.heappush(state.heap, (deadline, session_id))
-    return state, query_labels, shared, query_stamps
+    missing = [s for s, _ in due if s not in state.records]
+    if judged or missing:  # the second round trip: queries found judged, records due that no event touches
+        again = redis.pipeline(transaction=False)
+        for qkey in judged:
+            _queue_query(again, keys, qkey)
+        queue_mget(again, [keys.p(partition, "s", s) for s in missing] or [keys.p(partition, "-")])
+        more = await again.execute()
+        at = 0
+        for qkey in judged:
+            at = _take_query(out, qkey, more, at)
+        for session_id, record in zip(missing, more[at], strict=False):
+            if record:
+                state.records[session_id] = SessionRecord.from_json(record)
+    for session_id, deadline in due:
+        if session_id in state.records:
+            state.deadlines[session_id] = deadline
+            heapq.heappush(state.heap, (deadline, session_id))
+    return out

@@ -7,7 +7,9 @@ The scripts are package data (``monitor/pipeline/lua/*.lua``), read here once:
 * :data:`SHARED_MERGE` (``shared_merge.lua``): one grading session's grades merged into its query's shared
   grades (read back with :func:`parse_shared`);
 * :data:`QUERY_MERGE` (``query_merge.lua``): a query annotation's grades merged into the query's
-  judgments, the latest ``ts`` winning.
+  judgments, the latest ``ts`` winning;
+* :data:`SKETCH_READ` (``sketch_read.lua``): the sketch cells a batch's impressions without a bucket are
+  estimated from, every slice in one command.
 
 Also the stored form of a session's early labels (:func:`early_json`, :func:`parse_early`).
 
@@ -48,6 +50,9 @@ SHARED_MERGE = _script("shared_merge.lua")
 
 QUERY_MERGE = _script("query_merge.lua")
 """A query annotation's grades into its ``labels`` and ``label_ts``; returns the documents whose grade won."""
+
+SKETCH_READ = _script("sketch_read.lua")
+"""The values of ``ARGV`` (cell fields) in each of ``KEYS`` (sketch slices), slice after slice."""
 
 
 class Ops:
@@ -107,7 +112,7 @@ class Script:
     registered: AsyncScript
     loaded: list[bool] = field(default_factory=lambda: [False])
 
-    async def __call__(self, keys: Sequence[str], args: Sequence[str | int | float],
+    async def __call__(self, keys: Sequence[str], args: Sequence[str | bytes | int | float],
                        client: RedisPipeline | None = None) -> Any:
         if isinstance(client, ClusterPipeline):
             if not self.loaded[0]:
@@ -119,23 +124,25 @@ class Script:
 
 @dataclass(frozen=True)
 class Scripts:
-    """The three scripts registered with one client (one server or a cluster)."""
+    """The scripts registered with one client (one server or a cluster)."""
 
     apply_ops: Script
     shared_merge: Script
     query_merge: Script
+    sketch_read: Script
 
     @classmethod
     def register(cls, redis: RedisClient) -> Scripts:
-        return cls(Script(redis.register_script(APPLY_OPS)), Script(redis.register_script(SHARED_MERGE)),
-                   Script(redis.register_script(QUERY_MERGE)))
+        return cls(*(Script(redis.register_script(script))
+                     for script in (APPLY_OPS, SHARED_MERGE, QUERY_MERGE, SKETCH_READ)))
 
     async def execute(self, redis: RedisClient, pipe: RedisPipeline, keys: Sequence[str]) -> list[Any]:
-        """:func:`~monitor.pipeline.client.execute_replicated` for a pipeline that calls these scripts; on
-        a cluster node without them, :class:`ScriptsMissing` (they are loaded again at the next call)."""
+        """:func:`~monitor.pipeline.client.execute_replicated` for a pipeline that may call these scripts
+        (``keys``: those it writes, none for a read); on a cluster node without them,
+        :class:`ScriptsMissing` (they are loaded again at the next call)."""
         try:
             return await execute_replicated(redis, pipe, keys)
         except NoScriptError as error:
-            for script in (self.apply_ops, self.shared_merge, self.query_merge):
+            for script in (self.apply_ops, self.shared_merge, self.query_merge, self.sketch_read):
                 script.loaded[0] = False
             raise ScriptsMissing(f"a node lacked a script ({error}); loading them again") from error

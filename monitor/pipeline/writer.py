@@ -24,19 +24,20 @@ one truth.
 
 from __future__ import annotations
 
-import json
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
+import msgspec
 from redis.exceptions import ResponseError
 
+from monitor.core.decoding import decode_event
 from monitor.core.events import (
     DEFAULT_LIMITS,
     Event,
     EventError,
+    Impression,
     Limits,
-    decode_event,
     expect_topic,
 )
 from monitor.core.grades import Scale
@@ -44,6 +45,7 @@ from monitor.core.stream.admission import future_error, past_error, undeclared_e
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.join import close_step, quiet_horizon, step
 from monitor.core.stream.labels import merge_grades
+from monitor.core.stream.sampling import budget_period
 from monitor.core.stream.session import SessionRecord
 from monitor.core.stream.transition import Loaded, Transition
 from monitor.pipeline.batch import Batch, Fenced, Message, Outbox, Outcome, StateBehind
@@ -66,13 +68,16 @@ class RedisState(Reader):
         self.prefix, self.limits = prefix, limits
         self.clock = clock  # the wall clock of the max_future rule (admission.future_error); None: no check
         self._registered: set[int] = set()  # partitions already in the global set (one SADD each)
+        # CPU seconds of this thread in the batch's synchronous stages (decode, join, encode); the rest of
+        # a worker's CPU is Kafka, the Redis client and the event loop (search_relevance_worker_cpu_seconds)
+        self.cpu: dict[str, float] = {"decode": 0.0, "join": 0.0, "encode": 0.0}
         self.scripts = Scripts.register(redis)
 
     # -- messages -------------------------------------------------------------------------------------
-    async def handle(self, partition: int, topic: str, offset: int, raw: bytes,
-                     outbox: Outbox | None = None, role: str | None = None) -> Outcome:
+    async def handle(self, partition: int, topic: str, offset: int, raw: bytes, outbox: Outbox | None = None,
+                     role: str | None = None, key: bytes | None = None) -> Outcome:
         """One message (a batch of one): see :meth:`handle_batch`."""
-        return (await self.handle_batch(partition, [Message(topic, offset, raw, role, outbox)]))[0]
+        return (await self.handle_batch(partition, [Message(topic, offset, raw, role, outbox, key)]))[0]
 
     async def handle_batch(self, partition: int, messages: Sequence[Message],
                            previous: Mapping[str, int] | None = None) -> list[Outcome]:
@@ -92,37 +97,37 @@ class RedisState(Reader):
         caller saw just before this batch on that topic, if any), a batch that would leave a hole raises
         :class:`StateBehind` before anything is written: a topic's first new message must follow Redis's
         applied offset directly, or Redis must have applied ``previous`` (nothing lies in between)."""
-        meta = await self._meta(partition)
+        started = time.thread_time()
+        decoded = [self._decode(message) for message in messages]
+        self.cpu["decode"] += time.thread_time() - started
+        periods = {budget_period(e.ts, self.config) for e in decoded if isinstance(e, Impression)}
+        meta, spent = await self._meta(partition, periods)
         applied = {k[4:]: int(v) for k, v in meta.items() if k.startswith("off:")}
         if previous is not None:
             self._check_behind(partition, messages, applied, previous)
         outcomes: list[Outcome | None] = [None] * len(messages)
         events: list[tuple[int, Event]] = []
         rejected: list[tuple[int, EventError]] = []
-        for index, message in enumerate(messages):
+        for index, (message, event) in enumerate(zip(messages, decoded, strict=True)):
             if applied.get(message.topic, -1) >= message.offset:
                 outcomes[index] = Outcome(skipped=True)
                 continue
             applied[message.topic] = message.offset
-            try:
-                event = decode_event(message.raw, self.scale, self.limits)
-                if message.role is not None:
-                    expect_topic(event, message.role)
-                ahead = undeclared_error(event, self.config) or future_error(event, self.clock(), self.config)
-                if ahead is not None:
-                    raise ahead
-            except EventError as invalid:
-                rejected.append((index, invalid))
-                continue
-            events.append((index, event))
+            if isinstance(event, EventError):
+                rejected.append((index, event))
+            else:
+                events.append((index, event))
         watermark = float(meta["wm"]) if "wm" in meta else -math.inf
         batch = Batch(partition)
         for index, error in rejected:
             outcomes[index] = Outcome(dead_letter=error)
             batch.counters[("", f"dead_letter:{error.code}")] += 1.0
-        state, query_labels, shared, query_stamps = await prefetch(
-            self.redis, self.keys, self.config, partition, watermark, [e for _, e in events])
+        read = await prefetch(self.redis, self.keys, self.scripts, self.config, partition, watermark,
+                              [e for _, e in events], spent, self.partitions)
+        state, query_labels, shared, query_stamps = (read.state, read.query_labels, read.shared,
+                                                     read.query_stamps)
         steps: list[tuple[int, Transition, Loaded]] = []
+        started = time.thread_time()
         for index, event in events:
             stale = past_error(event, state.watermark, self.config)
             if stale is not None:
@@ -131,6 +136,9 @@ class RedisState(Reader):
                 continue
             loaded = state.load(event, query_labels, self.config, shared, query_stamps)
             transition = step(event, loaded, self.config, self.scale, self.partitions)
+            if transition.pending_queries and transition.pending_queries[0][0] not in read.loaded:
+                raise RuntimeError(f"a session of query {transition.pending_queries[0][0]} was sampled "
+                                   "without its judgments read (prefetch.candidates must give its query)")
             state.apply(transition)
             if transition.query_labels is not None:  # what the batch's later impressions read
                 key, labels = transition.query_labels
@@ -141,6 +149,7 @@ class RedisState(Reader):
                 shared[key] = merged_shared(shared.get(key, {}), transition.shared)
             batch.add(transition, self.config)
             steps.append((index, transition, loaded))
+        self.cpu["join"] += time.thread_time() - started
         spread, lost = await query_writes(self.redis, self.keys, self.scripts, self.config, self.scale,
                                           partition, steps)
         if lost:
@@ -149,17 +158,40 @@ class RedisState(Reader):
             outcomes[index] = Outcome(transition=transition, fan_out=tuple(spread.get(index, ())))
         for index, message in enumerate(messages):
             outcome = outcomes[index]
-            if message.outbox is not None and outcome is not None and not outcome.skipped:
-                batch.entries.extend(message.outbox(outcome))
+            if message.outbox is not None and outcome is not None and outcome.publishes():
+                batch.entries.extend(message.outbox(partition, message, outcome))
         offsets = {m.topic: m.offset for m, o in zip(messages, outcomes, strict=True)
                    if o is not None and not o.skipped}
         await self._commit(partition, batch, offsets, fence=meta.get(SEQ, ""))
         return [o if o is not None else Outcome(skipped=True) for o in outcomes]
 
-    async def _meta(self, partition: int) -> dict[str, str]:
-        """The partition's ``meta`` hash: watermark, applied offsets, commit counter."""
-        stored = await self.redis.hgetall(self.keys.p(partition, "meta"))
-        return {text(k): text(v) for k, v in stored.items()}
+    def _decode(self, message: Message) -> Event | EventError:
+        """The message's event, or why it is a dead letter (invalid, on the wrong topic, undeclared, ahead
+        of the wall clock)."""
+        try:
+            event = decode_event(message.raw, self.scale, self.limits)
+            if message.role is not None:
+                expect_topic(event, message.role)
+            ahead = undeclared_error(event, self.config) or future_error(event, self.clock(), self.config)
+            if ahead is not None:
+                raise ahead
+        except EventError as invalid:
+            return invalid
+        return event
+
+    async def _meta(self, partition: int, periods: Iterable[int] = ()
+                    ) -> tuple[dict[str, str], dict[tuple[str, int], float]]:
+        """The partition's ``meta`` hash (watermark, applied offsets, commit counter) and the budget spent
+        per (bucket, period) in ``periods``: one round trip."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hgetall(self.keys.p(partition, "meta"))
+        ordered = sorted(periods)
+        for period in ordered:
+            pipe.hgetall(self.keys.p(partition, "bud", period))
+        stored, *budgets = await pipe.execute()
+        spent = {(text(bucket), period): float(used)
+                 for period, fields in zip(ordered, budgets, strict=True) for bucket, used in fields.items()}
+        return {text(k): text(v) for k, v in stored.items()}, spent
 
     def _check_behind(self, partition: int, messages: Sequence[Message], applied: Mapping[str, int],
                       previous: Mapping[str, int]) -> None:
@@ -181,27 +213,28 @@ class RedisState(Reader):
         """After Redis lost writes: register the partition again (in the set the exporters read)."""
         self._registered.discard(partition)
 
-    async def reject(self, partition: int, topic: str, offset: int, error: EventError,
-                     outbox: Outbox | None = None) -> Outcome:
+    async def reject(self, partition: int, message: Message, error: EventError) -> Outcome:
         """Count a message as a dead letter (by reason code) and commit its offset (fenced; skipped if
         already applied)."""
-        meta = await self._meta(partition)
-        if int(meta.get(f"off:{topic}", -1)) >= offset:
+        meta, _ = await self._meta(partition)
+        if int(meta.get(f"off:{message.topic}", -1)) >= message.offset:
             return Outcome(skipped=True)
         outcome = Outcome(dead_letter=error)
         batch = Batch(partition)
         batch.counters[("", f"dead_letter:{error.code}")] += 1.0
-        if outbox is not None:
-            batch.entries.extend(outbox(outcome))
-        await self._commit(partition, batch, {topic: offset}, fence=meta.get(SEQ, ""))
+        if message.outbox is not None:
+            batch.entries.extend(message.outbox(partition, message, outcome))
+        await self._commit(partition, batch, {message.topic: message.offset}, fence=meta.get(SEQ, ""))
         return outcome
 
     async def apply_event(self, partition: int, event: Event) -> Outcome:
         """An event that did not come from a topic (tests apply fan-outs with it): no offset."""
-        meta = await self.redis.hget(self.keys.p(partition, "meta"), "wm")
-        state, query_labels, shared, query_stamps = await prefetch(
-            self.redis, self.keys, self.config, partition, float(meta) if meta else -math.inf, [event])
-        loaded = state.load(event, query_labels, self.config, shared, query_stamps)
+        periods = [budget_period(event.ts, self.config)] if isinstance(event, Impression) else []
+        meta, spent = await self._meta(partition, periods)
+        watermark = float(meta["wm"]) if "wm" in meta else -math.inf
+        read = await prefetch(self.redis, self.keys, self.scripts, self.config, partition, watermark, [event],
+                              spent, self.partitions)
+        loaded = read.state.load(event, read.query_labels, self.config, read.shared, read.query_stamps)
         transition = step(event, loaded, self.config, self.scale, self.partitions)
         batch = Batch(partition)
         batch.add(transition, self.config)
@@ -222,10 +255,13 @@ class RedisState(Reader):
         if partition not in self._registered:
             await self.redis.sadd(self.keys.partitions, partition)
             self._registered.add(partition)
+        started = time.thread_time()
         ops = batch.ops(self.keys, self.config, offsets, fence)
+        encoded = msgspec.json.encode(ops.ops)  # UTF-8 JSON, as json.dumps(ensure_ascii=False) but faster
+        self.cpu["encode"] += time.thread_time() - started
         if ops.ops:
             try:
-                await self.scripts.apply_ops(keys=ops.keys, args=[json.dumps(ops.ops, ensure_ascii=False)])
+                await self.scripts.apply_ops(keys=ops.keys, args=[encoded])
             except ResponseError as error:
                 if str(error).startswith("FENCED"):
                     raise Fenced(f"partition {partition}: {error}") from None

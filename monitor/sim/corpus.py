@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from monitor.core.decoding import decode_event
 from monitor.core.events import (
     DEFAULT_LIMITS,
     Deploy,
@@ -48,7 +49,6 @@ from monitor.core.events import (
     EventError,
     Impression,
     Limits,
-    decode_event,
     expect_topic,
 )
 from monitor.core.grades import SEED_SCALE, Scale

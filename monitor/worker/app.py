@@ -1,20 +1,23 @@
-"""The Faust adapter: one agent (concurrency 1) over the impression, annotation and deploy topics.
+"""The Faust app of ``monitor worker``: the batch consumer, the outbox's producer, the periodic checks, HTTP.
 
-Messages are taken in batches (``batch_size`` within ``batch_wait`` seconds), handled one by one in
-offset order through :class:`~monitor.worker.processor.Processor` (each one's state and offset committed
-to Redis in one transaction), then the batch's outbox entries (dead letters, annotation requests,
-fan-out annotations) are produced and awaited before Faust acknowledges the batch. One agent for all
-three topics means one partition's impressions and annotations are never handled concurrently.
+Messages of the impression, annotation and deploy topics are taken in batches (``batch_size`` within
+``batch_wait`` seconds) by :class:`~monitor.worker.consumer.BatchConsumer` (aiokafka in the consumer
+group, inside this app, whose own per-event consumer is off: see that module for why), handed to
+:class:`~monitor.worker.processor.Processor` (each partition's messages committed to Redis with their
+offsets in one transaction, the partitions of a batch concurrently), then the batch's outbox entries
+(dead letters, annotation requests, fan-out annotations) are produced and awaited before the offsets are
+committed to Kafka. One consumer for all three topics, and one batch at a time, means one partition's
+impressions and annotations are never handled concurrently.
 
-Offsets in Redis make redelivery harmless; Faust's own commits only decide where a restart resumes.
+Offsets in Redis make redelivery harmless; Kafka's committed offsets only decide where a restart resumes.
 Redis's offsets are the truth (docs/worker.md, "Failure and recovery"): when Redis is behind what a batch
 needs (it lost acknowledged writes), the processor reads the missing messages from Kafka again with
 :func:`~monitor.worker.reread.fetch_range` and applies them first; every ``VERIFY_INTERVAL`` seconds
 :meth:`~monitor.worker.processor.Processor.verify` makes the same check for partitions without traffic;
 a rebalance makes the processor forget what it knew of the partitions. The same round closes the due
 sessions of partitions without an impression for ``idle_timeout`` seconds (quiet partitions: see
-:func:`~monitor.core.stream.join.quiet_horizon`). Producing the outbox waits out
-a Kafka outage (retried with backoff) instead of failing the agent.
+:func:`~monitor.core.stream.join.quiet_horizon`). Producing the outbox waits out a Kafka outage (retried
+with backoff) instead of failing the consumer.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ import logging
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import faust
 
@@ -33,6 +35,7 @@ from monitor.pipeline.client import connect
 from monitor.pipeline.writer import RedisState
 from monitor.worker.backoff import Backoff
 from monitor.worker.canary import alert_loop
+from monitor.worker.consumer import BatchConsumer, NoConsumer
 from monitor.worker.http import HttpServer
 from monitor.worker.processor import Consumed, Entry, Processor
 from monitor.worker.reread import committed_offsets, fetch_range
@@ -40,6 +43,13 @@ from monitor.worker.runtime import Runtime, RuntimeView
 from monitor.worker.settings import WorkerSettings
 
 log = logging.getLogger("monitor.worker")
+
+
+class App(faust.App):
+    """A Faust app that does not consume by itself (:class:`~monitor.worker.consumer.NoConsumer`)."""
+
+    BootStrategy = NoConsumer
+
 VERIFY_INTERVAL = 5.0
 """Seconds between checks that Redis still holds what this worker applied (Processor.verify)."""
 
@@ -49,7 +59,7 @@ def build(settings: WorkerSettings) -> Runtime:
     default_dir = Path(tempfile.gettempdir()) / "search-relevance-monitor" / settings.app_id
     datadir = Path(settings.datadir or default_dir)
     datadir.mkdir(parents=True, exist_ok=True)
-    app = faust.App(
+    app = App(
         settings.app_id,
         broker=f"kafka://{settings.kafka_bootstrap}",
         broker_credentials=settings.kafka_security().faust_credentials(),  # SASL and/or TLS, or None
@@ -58,16 +68,10 @@ def build(settings: WorkerSettings) -> Runtime:
         web_enabled=False,
         topic_partitions=settings.partitions,
         topic_replication_factor=settings.replication_factor,
-        consumer_auto_offset_reset="earliest",
         producer_acks=-1,
     )
-    raw: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw",
-                           "value_serializer": "raw", "partitions": settings.partitions}
-    source = app.topic(topics.impressions, topics.annotations, topics.deploys, **raw)
-    sinks = {name: app.topic(name, **raw)
-             for name in (topics.dead_letters, topics.requests, topics.annotations)}
     redis = connect(settings.redis_url, socket_timeout=10, socket_connect_timeout=5,
-                           health_check_interval=30, **settings.redis_options())
+                    health_check_interval=30, **settings.redis_options())
     state = RedisState(redis, settings.stream, settings.grade_scale(), settings.partitions,
                        prefix=settings.redis_prefix)
     kafka_options = settings.kafka_security().aiokafka_options()
@@ -76,7 +80,6 @@ def build(settings: WorkerSettings) -> Runtime:
         return await fetch_range(settings.kafka_bootstrap, kafka_options, topic, partition, start, end, limit)
 
     processor = Processor(state, topics, fetch=fetch, catch_up_size=settings.batch_size)
-    runtime = Runtime(settings, app, redis, state, processor, sinks)
 
     async def send(entries: Sequence[Entry]) -> None:
         """Produce outbox entries and wait for the broker's acks; a failure (Kafka down longer than the
@@ -84,8 +87,8 @@ def build(settings: WorkerSettings) -> Runtime:
         backoff = Backoff(1.0, 30.0)
         while True:
             try:
-                pending = [await sinks[e.topic].send(key=e.key, value=e.value, headers=list(e.headers))
-                           for e in entries]
+                pending = [await app.producer.send(e.topic, e.key, e.value, None, None, list(e.headers))
+                           for e in entries]  # Faust's producer, without a topic's per-message layers
                 await asyncio.gather(*pending)
                 return
             except Exception as error:
@@ -93,20 +96,12 @@ def build(settings: WorkerSettings) -> Runtime:
                             type(error).__name__, error, backoff.delay)
                 await backoff.pause()
 
-    @app.agent(source, concurrency=1)
-    async def process(stream: faust.StreamT[bytes]) -> None:
-        batches = stream.take_events(settings.batch_size, within=settings.batch_wait)  # type: ignore[attr-defined]
-        async for batch in batches:
-            consumed = [Consumed(e.message.topic, e.message.partition, e.message.offset, e.message.key,
-                                 e.message.value or b"") for e in batch]  # a tombstone: b""
-            await runtime.processor.handle_batch(consumed)
-            await runtime.processor.drain([c.partition for c in consumed], send)
+    consumer = BatchConsumer(settings, processor, send)
+    runtime = Runtime(settings, app, redis, state, processor, consumer)
 
-    def forget(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:  # args: the partitions
-        processor.forget((tp.topic, tp.partition) for tp in args[0])
-
-    app.on_partitions_revoked.connect(forget)
-    app.on_partitions_assigned.connect(forget)
+    @app.task  # type: ignore[untyped-decorator]
+    async def consume() -> None:
+        await consumer.run()
 
     async def verify() -> None:
         """Redis's applied offsets against what this worker applied (or, for a partition it has had no
@@ -114,7 +109,7 @@ def build(settings: WorkerSettings) -> Runtime:
         if not runtime.consuming():
             return
         sources = topics.sources()
-        assigned = [(tp.topic, tp.partition) for tp in app.consumer.assignment() if tp.topic in sources]
+        assigned = [(topic, partition) for topic, partition in consumer.assignment() if topic in sources]
         unknown = [key for key in assigned if key not in processor.positions]
         committed = {} if not unknown else await committed_offsets(settings.kafka_bootstrap, kafka_options,
                                                                    settings.app_id, unknown)

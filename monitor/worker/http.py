@@ -25,7 +25,8 @@ from prometheus_client import CollectorRegistry, ProcessCollector, generate_late
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from monitor.core.canary import Comparison
-from monitor.core.events import Deploy, EventError, decode_event
+from monitor.core.decoding import decode_event
+from monitor.core.events import Deploy, EventError
 from monitor.export.canary import CanaryCollector
 from monitor.export.prometheus import RelevanceCollector
 from monitor.export.snapshot import Snapshot

@@ -9,7 +9,7 @@ Redis (take one worker's value, or ``max``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -24,6 +24,7 @@ class PipelineView:
     redis_retries: int = 0
     quiet_closed: int = 0
     processing_retries: int = 0
+    stage_cpu: Mapping[str, float] = field(default_factory=dict)  # stage → CPU seconds (RedisState.cpu)
 
 
 class PipelineCollector(Collector):
@@ -57,6 +58,11 @@ class PipelineCollector(Collector):
             "processing_retries": counter("processing_retries", "Messages this worker tried again alone "
                                           "after an unexpected failure (not Redis unreachable); one failing "
                                           "every attempt is a processing_error dead letter", []),
+            "worker_cpu_seconds": counter("worker_cpu_seconds", "CPU seconds this worker spent in the "
+                                          "synchronous stages of its batches: decode (validation), join "
+                                          "(the steps: sampling, scoring, aggregates), encode (the commit's "
+                                          "writes); the rest of process_cpu_seconds_total is Kafka, the "
+                                          "Redis client and the event loop", ["stage"]),
         }
 
     def collect(self) -> Iterator[Metric]:
@@ -71,4 +77,6 @@ class PipelineCollector(Collector):
         families["redis_retries"].add_metric([], view.redis_retries)
         families["quiet_closes"].add_metric([], view.quiet_closed)
         families["processing_retries"].add_metric([], view.processing_retries)
+        for stage, seconds in sorted(view.stage_cpu.items()):
+            families["worker_cpu_seconds"].add_metric([stage], seconds)
         yield from families.values()

@@ -27,11 +27,11 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from monitor.core.events import EventError, encode_annotation
 from monitor.core.stream.transition import AnnotationRequest
-from monitor.pipeline.batch import Fenced, Message, Outbox, Outcome, StateBehind
+from monitor.pipeline.batch import Fenced, Message, Outcome, StateBehind
 from monitor.pipeline.client import REDIS_UNAVAILABLE
 from monitor.pipeline.writer import RedisState
 from monitor.worker.backoff import Backoff
@@ -44,8 +44,9 @@ HEADER_PREFIX = "monitor."
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Consumed:
+class Consumed(NamedTuple):
+    """A message as the consumer read it (a tombstone's value is ``b""``)."""
+
     topic: str
     partition: int
     offset: int
@@ -114,33 +115,32 @@ class Processor:
         self._generation = 0  # bumped by forget(): a batch started before does not record positions
         self.last_impression: dict[int, float] = {}  # partition → wall time (monotonic) of its last one
         self.quiet_closed = 0  # sessions closed because their partition went quiet
+        self._drained: set[int] = set()  # partitions whose outbox this process left empty since
 
-    def _outbox(self, topic: str, partition: int, offset: int, key: bytes | None, raw: bytes) -> Outbox:
-        def entries(outcome: Outcome) -> Sequence[bytes]:
-            out: list[Entry] = []
-            error = outcome.dead_letter
-            if error is not None:
-                out.append(Entry(self.topics.dead_letters, key, raw, tuple(
-                    (HEADER_PREFIX + name, value.encode()) for name, value in (
-                        ("error.code", error.code), ("error.field", error.field),
-                        ("error.reason", error.reason),
-                        ("source.topic", topic), ("source.partition", str(partition)),
-                        ("source.offset", str(offset))))))
-            if outcome.transition is not None:
-                for request in outcome.transition.requests:
-                    out.append(Entry(self.topics.requests, request.session_id.encode(),
-                                     request_json(request)))
-            for session_id, annotation in outcome.fan_out:
-                out.append(Entry(self.topics.annotations, session_id.encode(), encode_annotation(annotation)))
-            return [encode_entry(e) for e in out]
-        return entries
+    def _entries(self, partition: int, message: Message, outcome: Outcome) -> Sequence[bytes]:
+        """The outbox entries of a message's outcome (the :data:`~monitor.pipeline.batch.Outbox`)."""
+        out: list[Entry] = []
+        error = outcome.dead_letter
+        if error is not None:
+            out.append(Entry(self.topics.dead_letters, message.key, message.raw, tuple(
+                (HEADER_PREFIX + name, value.encode()) for name, value in (
+                    ("error.code", error.code), ("error.field", error.field), ("error.reason", error.reason),
+                    ("source.topic", message.topic), ("source.partition", str(partition)),
+                    ("source.offset", str(message.offset))))))
+        if outcome.transition is not None:
+            for request in outcome.transition.requests:
+                out.append(Entry(self.topics.requests, request.session_id.encode(), request_json(request)))
+        for session_id, annotation in outcome.fan_out:
+            out.append(Entry(self.topics.annotations, session_id.encode(), encode_annotation(annotation)))
+        return [encode_entry(e) for e in out]
 
     async def handle(self, topic: str, partition: int, offset: int, key: bytes | None, raw: bytes) -> Outcome:
         """One message (a batch of one)."""
         return (await self.handle_batch([Consumed(topic, partition, offset, key, raw)]))[0]
 
     async def handle_batch(self, batch: Sequence[Consumed]) -> list[Outcome]:
-        """Apply consumed messages, one Redis transaction per partition, in offset order.
+        """Apply consumed messages, one Redis transaction per partition, each partition's in offset order
+        and the partitions concurrently (their Redis round trips overlap).
 
         Redis being unreachable is waited out (the same messages are retried, never skipped); Redis behind
         the batch is caught up from Kafka first (see the module docstring). Any other failure retries the
@@ -149,7 +149,6 @@ class Processor:
         fails goes to the dead-letter topic as ``processing_error``: a bug must not stop the stream or lose
         a message."""
         async with self._lock:
-            outcomes: list[Outcome | None] = [None] * len(batch)
             by_partition: dict[int, list[int]] = {}
             now = time.monotonic()
             for index, message in enumerate(batch):
@@ -157,10 +156,17 @@ class Processor:
                 self.consumed[message.topic] += 1
                 if message.topic == self.topics.impressions:
                     self.last_impression[message.partition] = now
-            for partition, indices in by_partition.items():
-                results = await self._partition(partition, [batch[i] for i in indices])
-                for index, outcome in zip(indices, results, strict=True):
+            parts = list(by_partition.items())
+            results = await asyncio.gather(*(self._partition(p, [batch[i] for i in indices])
+                                             for p, indices in parts), return_exceptions=True)
+            outcomes: list[Outcome | None] = [None] * len(batch)
+            for (partition, indices), result in zip(parts, results, strict=True):
+                if isinstance(result, BaseException):
+                    raise result
+                for index, outcome in zip(indices, result, strict=True):
                     outcomes[index] = outcome
+                    if outcome.publishes():
+                        self._drained.discard(partition)  # its outbox has entries to produce
             return [o for o in outcomes if o is not None]
 
     async def _partition(self, partition: int, part: Sequence[Consumed]) -> list[Outcome]:
@@ -174,8 +180,7 @@ class Processor:
 
     def _message(self, consumed: Consumed) -> Message:
         return Message(consumed.topic, consumed.offset, consumed.raw, self.roles.get(consumed.topic),
-                       self._outbox(consumed.topic, consumed.partition, consumed.offset, consumed.key,
-                                    consumed.raw))
+                       self._entries, consumed.key)
 
     async def _apply(self, partition: int, part: Sequence[Consumed]) -> list[Outcome]:
         """One partition's messages in one transaction: redone after :class:`Fenced`, after a catch-up
@@ -209,6 +214,7 @@ class Processor:
         log.warning("redis is behind on %s[%d]: applied up to offset %d, needed up to %d; reading offsets "
                     "%d..%d from Kafka again", topic, partition, stored, end - 1, stored + 1, end - 1)
         self.state.forget(partition)
+        self._drained.discard(partition)  # what it applies again may publish
         self.positions[(topic, partition)] = stored  # nothing was given before stored + 1 yet
         start, replayed = stored + 1, 0
         while start < end:
@@ -248,8 +254,8 @@ class Processor:
                                      "processing_error")
         while True:
             try:
-                outcome = await self._retrying(lambda: self.state.reject(
-                    consumed.partition, consumed.topic, consumed.offset, failure, message.outbox))
+                outcome = await self._retrying(
+                    functools.partial(self.state.reject, consumed.partition, message, failure))
             except Fenced:
                 self.fenced += 1
                 continue
@@ -273,6 +279,7 @@ class Processor:
         for key in partitions:
             self.positions.pop(key, None)
             self.last_impression.pop(key[1], None)
+            self._drained.discard(key[1])
 
     async def verify(self, assigned: Iterable[tuple[str, int]],
                      committed: Mapping[tuple[str, int], int | None]) -> list[int]:
@@ -323,23 +330,28 @@ class Processor:
 
     async def drain(self, partitions: Sequence[int],
                     send: Callable[[Sequence[Entry]], Awaitable[None]]) -> int:
-        """Publish the committed outbox entries of ``partitions`` (after a batch), retrying Redis outages."""
+        """Publish the committed outbox entries of ``partitions`` (after a batch), retrying Redis outages;
+        the partitions concurrently, each one's entries in order. A partition whose outbox this process
+        emptied and has committed nothing to since (no dead letter, request or fan-out) is not read."""
         async def send_raw(raw: Sequence[bytes]) -> None:
             await send([decode_entry(r) for r in raw])
 
-        total, backoff = 0, Backoff(self.retry_delay, self.max_retry_delay)
+        async def one(partition: int) -> int:
+            total, backoff = 0, Backoff(self.retry_delay, self.max_retry_delay)
+            while True:
+                try:
+                    sent = await self.state.drain(partition, send_raw)
+                except REDIS_UNAVAILABLE as error:
+                    self.retries += 1
+                    log.warning("redis unavailable while draining (%s); retrying in %.1fs",
+                                type(error).__name__, backoff.delay)
+                    await backoff.pause()
+                    continue
+                total += sent
+                if sent == 0:
+                    self._drained.add(partition)
+                    return total
+
         async with self._lock:
-            for partition in sorted(set(partitions)):
-                while True:
-                    try:
-                        sent = await self.state.drain(partition, send_raw)
-                    except REDIS_UNAVAILABLE as error:
-                        self.retries += 1
-                        log.warning("redis unavailable while draining (%s); retrying in %.1fs",
-                                    type(error).__name__, backoff.delay)
-                        await backoff.pause()
-                        continue
-                    total += sent
-                    if sent == 0:
-                        break
-        return total
+            wanted = sorted(set(partitions) - self._drained)
+            return sum(await asyncio.gather(*(one(p) for p in wanted)))

@@ -1,4 +1,4 @@
-"""What the agent (:mod:`.app`) and the HTTP server (:mod:`.http`) share in one worker process.
+"""What the consumer (:mod:`.app`) and the HTTP server (:mod:`.http`) share in one worker process.
 
 Its own module so that both import it and neither imports the other (``app`` builds the HTTP server).
 :class:`RuntimeView` is the HTTP server's view of a ``Runtime`` (:class:`monitor.worker.http.WorkerView`):
@@ -16,6 +16,7 @@ from monitor.export.snapshot import Snapshot
 from monitor.pipeline.client import RedisClient
 from monitor.pipeline.writer import RedisState
 from monitor.worker.canary import Verdicts, current
+from monitor.worker.consumer import BatchConsumer
 from monitor.worker.metrics import PipelineView
 from monitor.worker.processor import Processor
 from monitor.worker.settings import WorkerSettings
@@ -23,18 +24,18 @@ from monitor.worker.settings import WorkerSettings
 
 @dataclass
 class Runtime:
-    """What the agent and the HTTP server share in one worker process."""
+    """What the consumer and the HTTP server share in one worker process."""
 
     settings: WorkerSettings
     app: faust.App
     redis: RedisClient
     state: RedisState
     processor: Processor
-    sinks: dict[str, Any]
+    consumer: BatchConsumer
 
     def consuming(self) -> bool:
-        """Joined the consumer group (first rebalance done) and not rebalancing now."""
-        return bool(self.app.rebalancing_count > 0 and not self.app.rebalancing)
+        """Joined the consumer group (an assignment done) and not rebalancing now."""
+        return self.consumer.consuming()
 
 
 class RuntimeView:
@@ -56,29 +57,20 @@ class RuntimeView:
         return PipelineView(consumed=dict(processor.consumed), lag=self.lag(), waiting=waiting,
                             redis_memory=memory, redis_retries=processor.retries,
                             quiet_closed=processor.quiet_closed,
-                            processing_retries=processor.processing_retries)
+                            processing_retries=processor.processing_retries,
+                            stage_cpu=dict(runtime.state.cpu))
 
     def lag(self) -> dict[tuple[str, int], int]:
         """(topic, partition) → messages behind the log end, for the source partitions this worker holds."""
         runtime = self.runtime
         out: dict[tuple[str, int], int] = {}
-        try:
-            consumer = runtime.app.consumer
-            assigned = consumer.assignment()
-        except Exception:  # not started yet
-            return out
         sources = runtime.settings.topics.sources()
-        for tp in assigned:
-            if tp.topic not in sources:
-                continue
-            try:
-                end = consumer.highwater(tp)
-            except Exception:
-                continue
+        for topic, partition in runtime.consumer.assignment():
+            end = runtime.consumer.highwater(topic, partition) if topic in sources else None
             if end is None:
                 continue
-            done = runtime.processor.positions.get((tp.topic, tp.partition), -1) + 1
-            out[(tp.topic, tp.partition)] = max(int(end) - done, 0)
+            done = runtime.processor.positions.get((topic, partition), -1) + 1
+            out[(topic, partition)] = max(end - done, 0)
         return out
 
     async def problems(self) -> list[str]:

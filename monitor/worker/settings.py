@@ -61,6 +61,7 @@ class WorkerSettings:
     partitions: int = 4
     replication_factor: int = 1
     app_id: str = "search-relevance-monitor"
+    group_instance_id: str | None = None  # static group membership: a stable name per replica
     http_host: str = "127.0.0.1"
     http_port: int = 9464
     redis_prefix: str = "srm"
@@ -147,6 +148,7 @@ ENV: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "partitions": ("MONITOR_PARTITIONS", v.integer(1, 10_000)),
     "replication_factor": ("MONITOR_REPLICATION_FACTOR", v.integer(1, 10)),
     "app_id": ("MONITOR_APP_ID", v.non_empty),
+    "group_instance_id": ("MONITOR_GROUP_INSTANCE_ID", v.non_empty),
     "http_host": ("MONITOR_HTTP_HOST", v.non_empty),
     "http_port": ("MONITOR_HTTP_PORT", v.integer(0, 65535)),
     "redis_prefix": ("MONITOR_REDIS_PREFIX", v.non_empty),

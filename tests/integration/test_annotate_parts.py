@@ -24,7 +24,8 @@ from monitor.annotate.tasks import (
     task_data,
 )
 from monitor.annotate.webhook import WebhookError, items_of
-from monitor.core.events import Annotation, decode_event
+from monitor.core.decoding import decode_event
+from monitor.core.events import Annotation
 from monitor.core.grades import SEED_SCALE
 from monitor.worker.settings import SettingsError
 

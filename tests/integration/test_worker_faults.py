@@ -26,9 +26,8 @@ nothing and its batch is redone (a worker that lost its partition in a rebalance
 twice), and a batch over a hole in the applied offsets is refused (``StateBehind``) until what is missing
 is applied.
 
-Restarts use static group membership (``CONSUMER_GROUP_INSTANCE_ID``, faust's setting): a restarted worker
-takes its place in the group at once instead of waiting a session timeout (60 s) for the killed one to
-expire; what is recovered and how is the same. Redis faults run on a ``redis-server`` of their own.
+Restarts use static group membership (``MONITOR_GROUP_INSTANCE_ID``): a restarted worker takes its place
+in the group at once instead of waiting a session timeout (10 s) for the killed one to expire; what is recovered and how is the same. Redis faults run on a ``redis-server`` of their own.
 """
 
 from __future__ import annotations
@@ -81,7 +80,7 @@ pytestmark = pytest.mark.integration
 FAULT_SESSIONS = max(SESSIONS // 10, 1000)
 KILLS = 20
 KAFKA_OUTAGE = 15.0
-STATIC = {"CONSUMER_GROUP_INSTANCE_ID": "worker-0"}
+STATIC = {"MONITOR_GROUP_INSTANCE_ID": "worker-0"}
 
 
 # -- fixtures -------------------------------------------------------------------------------------------

@@ -13,12 +13,12 @@ from collections import Counter
 
 import pytest
 
+from monitor.core.decoding import decode_event
 from monitor.core.events import (
     REASON_CODES,
     SETTING_CODES,
     EventError,
     Impression,
-    decode_event,
     expect_topic,
 )
 from monitor.core.grades import SEED_SCALE, parse_scale

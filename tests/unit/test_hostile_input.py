@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
 from monitor.core.grades import SEED_SCALE
@@ -142,7 +142,9 @@ def test_a_partition_that_goes_quiet_closes_as_if_traffic_had_gone_on(seed: int,
         stuck.submit(topic, key, value)
     horizon = stuck.watermark - CONFIG.idle_after
     waiting = sum(1 for deadline in stuck.state[0].deadlines.values() if deadline <= horizon)
-    assert waiting > 0, "without the rule the quiet partition's due sessions wait"
+    # without the rule the quiet partition's due sessions wait; in a few worlds (seed 3040, stop 0.213)
+    # none of its sessions is due yet by then, and there is nothing to compare: another example is drawn
+    assume(waiting > 0)
     sid = next(f"keepalive-{i}" for i in range(10_000)
                if partition_for(f"keepalive-{i}".encode(), PARTITIONS) == 0)
     stuck.submit("impressions", sid.encode(), impression(sid, horizon, ranker="keepalive"))

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from monitor.core.events import Annotation, EventError, decode_event, encode_annotation
+from monitor.core.decoding import decode_event
+from monitor.core.events import Annotation, EventError, encode_annotation
 from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import ConfigError, StreamConfig
 from monitor.core.stream.labels import SHARED_KEEP, merge_shared, shared_grades, shared_refresh

@@ -14,7 +14,8 @@ import pytest
 
 import monitor.sim as sim_package
 import monitor.sim.config as sim_config
-from monitor.core.events import Annotation, EventError, Impression, decode_event
+from monitor.core.decoding import decode_event
+from monitor.core.events import Annotation, EventError, Impression
 from monitor.core.grades import SEED_SCALE
 from monitor.core.metrics import dcg
 from monitor.offline.sessions import read_sessions

@@ -16,7 +16,8 @@ import faust
 import pytest
 from mode.utils.logging import ExtensionFormatter
 
-from monitor.core.events import Annotation, Label, decode_event, encode_annotation
+from monitor.core.decoding import decode_event
+from monitor.core.events import Annotation, Label, encode_annotation
 from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import StreamConfig, stream_toml
 from monitor.services.tls import TlsFiles, make_tls_files

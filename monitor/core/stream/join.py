@@ -10,11 +10,11 @@ moment, restarted, same numbers" and "two workers, same numbers" hold.
 Per event:
 
 * impression: bucket (carried, or estimated from the sketch), sampling within the bucket's budget (in
-  sessions, or in judgments: see :func:`_sampled`), then a pending session with an annotation request
-  for the top-k documents not judged yet, or a scored one if early or query-level labels already cover
-  its top k; an impression of a variant or ranker the settings do not declare (:func:`undeclared`) is
-  only counted, under ``other``, never sampled (or, by configuration, a dead letter before the step:
-  :func:`~monitor.core.stream.admission.undeclared_error`);
+  sessions, or in judgments: see :func:`~monitor.core.stream.sampling.sampled`), then a pending session
+  with an annotation request for the top-k documents not judged yet, or a scored one if early or
+  query-level labels already cover its top k; an impression of a variant or ranker the settings do not
+  declare (:func:`undeclared`) is only counted, under ``other``, never sampled (or, by configuration, a
+  dead letter before the step: :func:`~monitor.core.stream.admission.undeclared_error`);
 * session annotation: merged into the session (:func:`merge_grades`: the grade with the latest ``ts``
   wins, ties and grades without ``ts`` by delivery; a grade that loses is counted ``stale_labels`` and
   changes nothing; the first grade of a requested document counts as a judgment received); a complete
@@ -44,6 +44,7 @@ from monitor.core.stream.admission import ranker_regex, undeclared
 from monitor.core.stream.config import OTHER, StreamConfig
 from monitor.core.stream.history import arm_of
 from monitor.core.stream.labels import Labels, merge_grades, shared_grades
+from monitor.core.stream.sampling import budget_period, sampled
 from monitor.core.stream.session import SessionRecord, query_key
 from monitor.core.stream.sketch import Cell, cell_field, classify, estimate, sketch_cells
 from monitor.core.stream.stats import Stats, expired_stats, negated, session_stats
@@ -61,17 +62,13 @@ def next_watermark(watermark: float, event: Event) -> float:
     return max(watermark, event.ts) if isinstance(event, Impression) else watermark
 
 
-def frequency_cells(query: str, config: StreamConfig) -> list[Cell]:
+def frequency_cells(query: str, config: StreamConfig) -> tuple[Cell, ...]:
     return sketch_cells(query, config.sketch_width, config.sketch_depth)
 
 
 def frequency_slices(ts: float, config: StreamConfig) -> range:
     width = config.frequency_window / config.frequency_slices
     return window_slices(ts, width, config.frequency_slices)
-
-
-def budget_period(ts: float, config: StreamConfig) -> int:
-    return slice_index(ts, config.budget_period)
 
 
 def _judged(record: SessionRecord, scale: Scale) -> JudgedList:
@@ -117,25 +114,6 @@ def _query_delta(record: SessionRecord, contribution: Stats, sign: float, out: T
                                   "xx": sign * contribution["dcg_sq"]}))
 
 
-def _sampled(bucket: str, loaded: Loaded, config: StreamConfig, partitions: int) -> bool:
-    """Whether an impression of ``bucket`` is sampled. The rule reads the bucket, the budget spent in the
-    current period and (in sessions mode) whether the query has query-level judgments; never the
-    session's ranker, variant or documents, so every arm is sampled at the same rate at any moment.
-
-    The bucket's budget per period is shared evenly between the partitions (each keeps its own count): a
-    session is sampled while the partition's spend is below its share. ``sessions``: the spend is the
-    number of sessions sampled, and sessions of a query with query-level judgments are always sampled,
-    outside the budget. ``judgments``: the spend is the number of documents requested (added once a
-    session is sampled, see :func:`_on_impression`), and no session bypasses the rule: a judged query's
-    session may still show unjudged documents, whose requests would escape the budget, and letting a
-    session in because its own documents are judged (it costs nothing) would favour the ranker that
-    shows judged documents."""
-    below = loaded.budget_used.get(bucket, 0.0) < config.budget[bucket] / partitions
-    if config.budget_unit == "judgments":
-        return below
-    return bool(loaded.query_labels) or below
-
-
 def _on_undeclared(event: Impression, reason: str, loaded: Loaded, config: StreamConfig, partitions: int,
                    out: Transition) -> None:
     """An impression of an undeclared variant or ranker (``undeclared = "other"``): counted in the
@@ -174,7 +152,7 @@ def _on_impression(event: Impression, loaded: Loaded, config: StreamConfig, scal
     group = f"{bucket}|{event.ranker}|{variant}"
     out.seen = (arm_of(variant), event.ranker, event.ts)
     out.counters.append((group, "impressions", 1.0))
-    if not _sampled(bucket, loaded, config, partitions):
+    if not sampled(bucket, loaded, config, partitions):
         out.drop_early_labels.append(event.session_id)
         return
     k = config.k[bucket]

@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 Cell = tuple[int, int]
 
 
-def sketch_cells(query: str, width: int, depth: int) -> list[Cell]:
+@lru_cache(maxsize=16384)
+def sketch_cells(query: str, width: int, depth: int) -> tuple[Cell, ...]:
+    """The query's cell in each row (remembered for the most recent 16,384 queries: head queries repeat)."""
     digest = hashlib.blake2b(query.encode("utf-8"), digest_size=8 * depth, person=b"cms-query").digest()
-    return [(row, int.from_bytes(digest[8 * row:8 * row + 8], "little") % width) for row in range(depth)]
+    return tuple((row, int.from_bytes(digest[8 * row:8 * row + 8], "little") % width) for row in range(depth))
 
 
+@lru_cache(maxsize=65536)  # at most width × depth distinct cells
 def cell_field(cell: Cell) -> str:
     return f"{cell[0]}:{cell[1]}"
 
@@ -31,7 +35,7 @@ def estimate(cells: Sequence[Cell], slices: Sequence[Mapping[str, float]]) -> fl
     """min over rows of the cell's count summed over slices (0 for an empty sketch)."""
     if not cells:
         return 0.0
-    return min(sum(counts.get(cell_field(cell), 0.0) for counts in slices) for cell in cells)
+    return min(sum(counts.get(name, 0.0) for counts in slices) for name in map(cell_field, cells))
 
 
 def classify(frequency: float, head_min: float, torso_min: float) -> str:

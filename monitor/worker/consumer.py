@@ -1,0 +1,162 @@
+"""The worker's consumer: batches straight from aiokafka, in the consumer group, inside the Faust app.
+
+Faust's own consumer hands every message on by itself: from its consumer thread through the conductor, a
+channel and the stream iterator to the agent, with an ack and sensor calls each. With nothing else to do,
+an agent that takes batches of 500 drains about 3,600 realistic messages a second on the 2-core machine
+(about 10,400 with larger fetches), where aiokafka alone reads about 50,000 (``benchmarks/stream.py``,
+"Faust's ceiling"): that per-event path, not the monitor, bounded the worker. So the worker switches
+Faust's consumer off (:class:`NoConsumer`) and this service, started with the app, reads batches itself:
+``getmany`` of up to ``batch_size`` messages within ``batch_wait``, in the consumer group
+``MONITOR_APP_ID`` (aiokafka's group membership, heartbeats and rebalances), with the range assignor, so
+that a worker holds the same partition numbers of the impression, annotation and deploy topics
+(co-partitioned topics: a session's impression and its labels meet in one worker).
+
+Per batch: :meth:`~monitor.worker.processor.Processor.handle_batch` (each partition's part committed to
+Redis atomically with its offsets and outbox), the outbox produced and acknowledged, then the offsets
+committed to Kafka (at most every ``COMMIT_EVERY`` seconds, and whenever the topics are drained): Kafka's
+committed offsets only decide where a restart resumes; what Redis applied is the truth (docs/worker.md,
+"Failure and recovery"). A rebalance waits for the batch in hand, commits what was applied, and makes the
+processor forget what it knew of the partitions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-untyped]
+from aiokafka.abc import ConsumerRebalanceListener  # type: ignore[import-untyped]
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor  # type: ignore[import-untyped]
+from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError  # type: ignore[import-untyped]
+from faust.app.base import BootStrategy
+
+from monitor.worker.backoff import Backoff
+from monitor.worker.processor import Consumed, Entry, Processor
+from monitor.worker.settings import WorkerSettings
+
+log = logging.getLogger("monitor.worker")
+COMMIT_EVERY = 1.0
+"""Seconds between Kafka offset commits while batches keep coming (at once when the topics are drained)."""
+MAX_POLL_INTERVAL_MS = 30 * 60 * 1000
+"""A batch may wait out a Redis or Kafka outage this long before the group gives its partitions away."""
+
+
+class NoConsumer(BootStrategy):
+    """Faust's boot strategy without Faust's consumer (nor its conductor and tables): the app starts the
+    producer, the sensors, the tasks and :class:`BatchConsumer`, and joins no consumer group itself."""
+
+    enable_kafka_consumer = False
+
+
+class BatchConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
+    """The consume loop and its rebalance listener (:meth:`run` is the app's task)."""
+
+    def __init__(self, settings: WorkerSettings, processor: Processor,
+                 send: Callable[[Sequence[Entry]], Awaitable[None]]) -> None:
+        self.settings, self.processor, self.send = settings, processor, send
+        self.sources = sorted(settings.topics.sources())
+        self.consumer: AIOKafkaConsumer | None = None  # made in run(): aiokafka wants the running loop
+        self.assignments = 0       # completed assignments (rebalances), for readiness
+        self.rebalancing = False   # between a revocation and the next assignment
+        self._batch = asyncio.Lock()  # held while a batch is handled: a revocation waits for it
+        self._uncommitted: dict[TopicPartition, int] = {}  # next offset to commit, per partition
+        self._committed_at = time.monotonic()
+
+    # -- the group ----------------------------------------------------------------------------------
+    def consuming(self) -> bool:
+        """Joined the consumer group (an assignment done) and not rebalancing now."""
+        return self.assignments > 0 and not self.rebalancing
+
+    def assignment(self) -> set[tuple[str, int]]:
+        """The (topic, partition) pairs this worker holds now."""
+        held = self.consumer.assignment() if self.consumer is not None else ()
+        return {(tp.topic, tp.partition) for tp in held}
+
+    def highwater(self, topic: str, partition: int) -> int | None:
+        """The partition's end offset as of the last fetch (None before one)."""
+        end = None if self.consumer is None else self.consumer.highwater(TopicPartition(topic, partition))
+        return None if end is None else int(end)
+
+    async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
+        """Before a rebalance: finish the batch in hand, commit what was applied, forget the partitions."""
+        self.rebalancing = True
+        async with self._batch:
+            await self._commit(force=True)
+            self.processor.forget((tp.topic, tp.partition) for tp in revoked)
+
+    async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        """After a rebalance: another worker may have written these partitions meanwhile."""
+        held = [(tp.topic, tp.partition) for tp in assigned]
+        self.processor.forget(held)
+        self._uncommitted.clear()
+        self.assignments += 1
+        self.rebalancing = False
+        log.info("assigned %d partitions: %s", len(held), sorted(held))
+
+    # -- the loop -----------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Consume until cancelled (the app stops): batches in, state and outbox out, offsets committed."""
+        settings = self.settings
+        consumer = self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=settings.kafka_bootstrap, group_id=settings.app_id,
+            group_instance_id=settings.group_instance_id, enable_auto_commit=False,
+            auto_offset_reset="earliest", partition_assignment_strategy=(RangePartitionAssignor,),
+            max_poll_interval_ms=MAX_POLL_INTERVAL_MS, **settings.kafka_security().aiokafka_options())
+        consumer.subscribe(self.sources, listener=self)
+        backoff = Backoff(1.0, 30.0)
+        while True:
+            try:
+                await consumer.start()
+                break
+            except KafkaError as error:  # the brokers are not reachable yet: wait, as the producer does
+                log.warning("cannot join the consumer group (%s: %s); retrying in %.0f s",
+                            type(error).__name__, error, backoff.delay)
+                await backoff.pause()
+        try:
+            while True:
+                fetched = await consumer.getmany(timeout_ms=int(settings.batch_wait * 1000),
+                                                 max_records=settings.batch_size)
+                if not fetched:
+                    await self._commit(force=True)  # drained: what was applied is committed now
+                    continue
+                async with self._batch:
+                    await self._handle(consumer, fetched)
+        finally:
+            try:
+                await self._commit(force=True)
+            finally:
+                await consumer.stop()
+
+    async def _handle(self, consumer: AIOKafkaConsumer, fetched: dict[TopicPartition, list[Any]]) -> None:
+        held = consumer.assignment()
+        batch = [Consumed(tp.topic, tp.partition, r.offset, r.key, r.value or b"")  # a tombstone: b""
+                 for tp, records in fetched.items() if tp in held for r in records]
+        if not batch:
+            return
+        await self.processor.handle_batch(batch)
+        await self.processor.drain(sorted({c.partition for c in batch}), self.send)
+        for tp, records in fetched.items():
+            if tp in held and records:
+                self._uncommitted[tp] = records[-1].offset + 1
+        await self._commit()
+
+    async def _commit(self, force: bool = False) -> None:
+        """Commit the applied offsets to Kafka (where a restart resumes), every ``COMMIT_EVERY`` seconds
+        unless ``force``; a commit refused by a rebalance is harmless (Redis's offsets are the truth)."""
+        if self.consumer is None or not self._uncommitted or (
+                not force and time.monotonic() - self._committed_at < COMMIT_EVERY):
+            return
+        held = self.consumer.assignment()
+        offsets = {tp: offset for tp, offset in self._uncommitted.items() if tp in held}
+        self._uncommitted.clear()
+        self._committed_at = time.monotonic()
+        if not offsets:
+            return
+        try:
+            await self.consumer.commit(offsets)
+        except (CommitFailedError, IllegalStateError, KafkaError) as error:
+            log.warning("offsets not committed to Kafka (%s: %s); a restart reads those messages again and "
+                        "skips what Redis applied", type(error).__name__, error)

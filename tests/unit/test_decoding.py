@@ -1,0 +1,172 @@
+"""The stream's fast decoder (monitor/core/decoding.py) against the field-by-field reference
+(monitor/core/event_checks.decode_checked): the same event for every valid message, the reference's error
+(field, reason, code) for every invalid one, and the fast path never accepting what the reference refuses,
+on the simulator's traffic, the 10,000-event bad-input corpus and generated JSON near the schemas."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from monitor.core.decoding import decode_event, fast_decode
+from monitor.core.event_checks import decode_checked
+from monitor.core.events import Annotation, Event, EventError, Label, Limits, encode_annotation
+from monitor.core.grades import SEED_SCALE, parse_scale
+from monitor.sim import SimConfig, simulate
+from monitor.sim.corpus import build_corpus
+
+STREAM = simulate(SimConfig(seed=9, n_sessions=400, duration_s=3600, invalid_rate=0.0, bucket_hint_share=0.5,
+                            correction_prob=0.2, query_judgment_share=0.3)).events
+CORPUS = build_corpus(STREAM[:3000], malformed=10_000, seed=9)
+TREC = parse_scale("trec")
+
+
+def outcome(decode: Any, raw: bytes, scale: Any = SEED_SCALE, limits: Limits = Limits()) -> Event | tuple[str, ...]:
+    """The event, or the error as (field, reason, code); any other exception propagates (a bug)."""
+    try:
+        return decode(raw, scale, limits)  # type: ignore[no-any-return]
+    except EventError as error:
+        return (error.field, error.reason, error.code)
+
+
+def agree(raw: bytes, scale: Any = SEED_SCALE, limits: Limits = Limits()) -> Event | None:
+    """Assert that the fast path accepts only what the reference accepts, with the same event, and that
+    decode_event's outcome is the reference's; return what the fast path gave."""
+    reference = outcome(decode_checked, raw, scale, limits)
+    fast = fast_decode(raw, scale, limits)
+    assert fast is None or fast == reference, (raw, fast, reference)
+    assert outcome(decode_event, raw, scale, limits) == reference, raw
+    return fast
+
+
+def test_every_valid_message_of_the_simulator_takes_the_fast_path_and_gives_the_reference_event() -> None:
+    objs = [json.loads(e.value) for e in STREAM]
+    assert {o["type"] for o in objs} == {"impression", "annotation", "deploy"}
+    assert any("session_id" not in o for o in objs if o["type"] == "annotation")  # query-level judgments
+    assert any(b'"grades"' in e.value for e in STREAM) and any(b'"grade":' in e.value for e in STREAM)
+    assert any(b"query_bucket" not in e.value for e in STREAM if e.topic == "impressions")
+    for event in STREAM:
+        assert agree(event.value) is not None, event.value
+
+
+def test_the_bad_input_corpus_gets_exactly_the_reference_errors() -> None:
+    refused = 0
+    for sample in CORPUS:
+        agree(sample.value)
+        refused += isinstance(outcome(decode_event, sample.value), tuple)
+    assert refused > 8_000  # most of the corpus is refused by decoding itself (the rest by topic or settings)
+
+
+def test_the_annotations_the_worker_publishes_take_the_fast_path() -> None:
+    """Fan-outs of a query's judgments (scope query) and refreshes of its shared grades (scope shared)."""
+    labels = (Label("d1", SEED_SCALE.parse("高")), Label("d2", SEED_SCALE.parse("无")))
+    for annotation in (Annotation(labels, session_id="s1", ts=5.0, from_query=True),
+                       Annotation(labels, session_id="s1", query_key="0123456789abcdef01234567"),
+                       Annotation(labels, query="蓝牙耳机", ts=7.5)):
+        assert agree(encode_annotation(annotation)) == annotation
+
+
+def test_results_out_of_order_are_ordered_by_position_as_the_reference_does() -> None:
+    raw = json.dumps({"type": "impression", "session_id": "s", "query": "q", "ranker": "r", "ts": 5,
+                      "results": [{"doc_id": "b", "position": 2, "score": 1}, {"doc_id": "a", "position": 1}]})
+    event = agree(raw.encode())
+    assert event is not None and [r.doc_id for r in event.results] == ["a", "b"]  # type: ignore[union-attr]
+
+
+# generated JSON near the schemas: each field takes valid values and the values validators trip on
+TEXT = st.sampled_from(["s1", "q", "蓝牙耳机", "", " ", "\t\n", "a" * 257, "a" * 1025, "x\u0000y", "é"])
+NUMBER = st.sampled_from([0, 1, -1, 0.0, -0.0, 1.5, 1e308, 10**20, 10**400, 1763712000, 1763712000.25, 2, 3, 4])
+ODD = st.sampled_from([None, True, False, [], {}, "2025-11-21T08:00:00Z", "2025-11-21T08:00:00", "1"])
+VALUE = st.one_of(TEXT, NUMBER, ODD)
+
+
+def results() -> st.SearchStrategy[Any]:
+    item = st.fixed_dictionaries({"doc_id": st.sampled_from(["d1", "d2", "d3", "文档"]),
+                                  "position": st.integers(1, 3)},
+                                 optional={"score": st.one_of(st.floats(allow_nan=False), st.integers())})
+    return st.lists(item, min_size=1, max_size=3)
+
+
+GRADES = st.lists(st.fixed_dictionaries({"doc_id": st.sampled_from(["d1", "d2"]),
+                                         "grade": st.sampled_from(["高", "中", "低", "无", "high", 0, 1, 2, 3,
+                                                                   3.0, 7])}), min_size=1, max_size=3)
+BASES = st.one_of(
+    st.fixed_dictionaries({"type": st.just("impression"), "session_id": st.just("s1"), "query": st.just("q"),
+                           "ranker": st.just("r"), "ts": st.just(1763712000.5), "results": results()},
+                          optional={"variant": st.just("canary"),
+                                    "query_bucket": st.sampled_from(["head", "torso", "tail"]),
+                                    "schema": st.just(1)}),
+    st.fixed_dictionaries({"type": st.just("annotation"), "session_id": st.just("s1"), "grades": GRADES},
+                          optional={"scope": st.sampled_from(["session", "query"]), "ts": st.just(5.0)}),
+    st.fixed_dictionaries({"type": st.just("annotation"), "session_id": st.just("s1"), "doc_id": st.just("d1"),
+                           "grade": st.sampled_from(["高", 2])}, optional={"ts": st.just(5)}),
+    st.fixed_dictionaries({"type": st.just("annotation"), "session_id": st.just("s1"), "scope": st.just("shared"),
+                           "query_key": st.just("0123456789abcdef01234567"), "grades": GRADES}),
+    st.fixed_dictionaries({"type": st.just("annotation"), "query": st.just("q"), "grades": GRADES}),
+    st.fixed_dictionaries({"type": st.just("deploy"), "kind": st.sampled_from(["deploy", "canary_start"]),
+                           "ranker": st.just("r2"), "ts": st.just(1.0)}, optional={"previous": st.just("r1")}),
+)
+FIELDS = ["type", "session_id", "query", "ranker", "ts", "results", "variant", "query_bucket", "schema", "scope",
+          "query_key", "grades", "doc_id", "grade", "kind", "previous", "extra"]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(BASES, st.lists(st.tuples(st.sampled_from(FIELDS), st.one_of(VALUE, st.just(KeyError))), max_size=2),
+       st.booleans())
+def test_generated_events_agree_with_the_reference(base: dict[str, Any], edits: list[tuple[str, Any]],
+                                                   ascii_only: bool) -> None:
+    """Valid events (of every shape) with up to two fields replaced by a value validators trip on, or
+    removed; and in the results and grades, an item's field replaced."""
+    obj = dict(base)
+    for name, value in edits:
+        if value is KeyError:
+            obj.pop(name, None)
+        else:
+            obj[name] = value
+    raw = json.dumps(obj, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    agree(raw)
+    agree(raw, TREC)
+    agree(raw, SEED_SCALE, Limits(max_results=2, max_grades=1, max_id_chars=2, max_query_chars=3))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(BASES, st.sampled_from(["doc_id", "position", "score", "grade"]), VALUE)
+def test_an_item_of_the_results_or_grades_edited_agrees_with_the_reference(base: dict[str, Any], name: str,
+                                                                           value: Any) -> None:
+    obj = json.loads(json.dumps(base))
+    items = obj.get("results") or obj.get("grades")
+    if items:
+        items[-1][name] = value
+    agree(json.dumps(obj, ensure_ascii=False).encode())
+
+
+def test_generated_events_are_accepted_often_enough_to_test_the_fast_path() -> None:
+    """The bases are valid, and the fast path takes them (else the properties above would test little)."""
+    from hypothesis import find
+    for kind in ("impression", "annotation", "deploy"):
+        found = find(BASES, lambda o, k=kind: o["type"] == k and fast_decode(json.dumps(o).encode(), SEED_SCALE)
+                     is not None)
+        assert found["type"] == kind
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.sampled_from([e.value for e in STREAM[:200]]), st.data())
+def test_bytes_edited_anywhere_agree_with_the_reference(raw: bytes, data: st.DataObject) -> None:
+    """Truncations, insertions and replacements of bytes, escapes and duplicated keys in real messages."""
+    at = data.draw(st.integers(0, len(raw)))
+    insert = data.draw(st.sampled_from([b"", b"\\ud800", b"\\udc00", b'"type":"deploy",', b'"ts":1,',
+                                        b"\xff", b"\xed\xa0\x80", b"\x01", b" ", b"NaN", b"1e999", b"}", b'"']))
+    cut = data.draw(st.integers(0, 3))
+    agree(raw[:at] + insert + raw[at + cut:])
+
+
+def test_escaped_surrogates_are_refused_by_the_fast_path_and_decided_by_the_reference() -> None:
+    for escaped in (b"\\ud800", b"\\udc00x", b"\\uD83D"):
+        raw = b'{"type":"deploy","kind":"deploy","ranker":"r' + escaped + b'","ts":1}'
+        assert fast_decode(raw, SEED_SCALE) is None
+        assert outcome(decode_event, raw)[2] == "invalid_utf8"  # type: ignore[index]
+    paired = b'{"type":"deploy","kind":"deploy","ranker":"r\\ud83d\\ude00","ts":1}'
+    assert agree(paired) is not None
