@@ -13,7 +13,15 @@ from hypothesis import strategies as st
 
 from monitor.core.decoding import decode_event, fast_decode
 from monitor.core.event_checks import decode_checked
-from monitor.core.events import Annotation, Event, EventError, Label, Limits, encode_annotation
+from monitor.core.events import (
+    DEFAULT_LIMITS,
+    Annotation,
+    Event,
+    EventError,
+    Label,
+    Limits,
+    encode_annotation,
+)
 from monitor.core.grades import SEED_SCALE, parse_scale
 from monitor.sim import SimConfig, simulate
 from monitor.sim.corpus import build_corpus
@@ -24,7 +32,7 @@ CORPUS = build_corpus(STREAM[:3000], malformed=10_000, seed=9)
 TREC = parse_scale("trec")
 
 
-def outcome(decode: Any, raw: bytes, scale: Any = SEED_SCALE, limits: Limits = Limits()) -> Event | tuple[str, ...]:
+def outcome(decode: Any, raw: bytes, scale: Any = SEED_SCALE, limits: Limits = DEFAULT_LIMITS) -> Event | tuple[str, ...]:
     """The event, or the error as (field, reason, code); any other exception propagates (a bug)."""
     try:
         return decode(raw, scale, limits)  # type: ignore[no-any-return]
@@ -32,7 +40,7 @@ def outcome(decode: Any, raw: bytes, scale: Any = SEED_SCALE, limits: Limits = L
         return (error.field, error.reason, error.code)
 
 
-def agree(raw: bytes, scale: Any = SEED_SCALE, limits: Limits = Limits()) -> Event | None:
+def agree(raw: bytes, scale: Any = SEED_SCALE, limits: Limits = DEFAULT_LIMITS) -> Event | None:
     """Assert that the fast path accepts only what the reference accepts, with the same event, and that
     decode_event's outcome is the reference's; return what the fast path gave."""
     reference = outcome(decode_checked, raw, scale, limits)
