@@ -14,7 +14,8 @@ pytest.register_assert_rewrite("tests.support")
 # starts none, so a test that asks for one, directly or through another fixture, must be marked.
 SERVICE_FIXTURES = frozenset({
     "services_dir", "kafka_service", "kafka_bootstrap", "redis_service", "redis_url", "alertmanager_url",
-    "prometheus_url", "label_studio",
+    "prometheus_url", "label_studio", "redis_cluster_service", "redis_cluster_url", "kafka_cluster_service",
+    "kafka_cluster_bootstrap",
 })
 
 

@@ -19,13 +19,13 @@ from aiohttp import web
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-untyped]
 from aiokafka.errors import CommitFailedError, IllegalStateError  # type: ignore[import-untyped]
 from prometheus_client import CollectorRegistry
-from redis.asyncio import Redis
 
 from monitor.annotate.bridge import Bridge
 from monitor.annotate.client import LabelStudio, LabelStudioError
 from monitor.annotate.metrics import BridgeMetrics
 from monitor.annotate.settings import AnnotateSettings
 from monitor.annotate.webhook import BridgeHttp
+from monitor.pipeline.client import connect
 
 log = logging.getLogger("monitor.annotate")
 T = TypeVar("T")
@@ -80,8 +80,7 @@ async def run(settings: AnnotateSettings) -> None:
     kafka = worker.kafka_security().aiokafka_options()
     registry = CollectorRegistry()
     metrics = BridgeMetrics(registry)
-    redis = Redis.from_url(worker.redis_url, socket_timeout=10, socket_connect_timeout=5,
-                           **worker.redis_options())
+    redis = connect(worker.redis_url, socket_timeout=10, socket_connect_timeout=5, **worker.redis_options())
     producer = AIOKafkaProducer(bootstrap_servers=worker.kafka_bootstrap, acks="all",
                                 enable_idempotence=True, **kafka)
     consumer = AIOKafkaConsumer(worker.topics.requests, bootstrap_servers=worker.kafka_bootstrap,

@@ -1,7 +1,8 @@
 """The bridge's work: requests → Label Studio tasks, Label Studio annotations → annotation events.
 
-State lives in Redis (``<prefix>:annotate:<project>:…``), so a bridge killed and restarted neither loses
-nor repeats anything:
+State lives in Redis (``<prefix>:annotate:<project>:…``; on a Redis Cluster ``…:annotate:{<project>}:…``,
+one slot per project, so that the two hashes written in one transaction can be), so a bridge killed and
+restarted neither loses nor repeats anything:
 
 * ``tasks``: pair key → task id. A pair with a task gets no second one. A task created just before a crash
   (before its id was written here) is found again by :meth:`Bridge.reconcile`, which runs at start before
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from redis.asyncio import Redis
+from redis.asyncio import RedisCluster
 
 from monitor.annotate.client import LabelStudio, LabelStudioError
 from monitor.annotate.metrics import BridgeMetrics
@@ -48,6 +49,7 @@ from monitor.annotate.tasks import (
     parse_request,
     task_data,
 )
+from monitor.pipeline.client import RedisClient
 
 log = logging.getLogger("monitor.annotate")
 
@@ -106,7 +108,7 @@ class Pending:
 class Bridge:
     """One project's bridge; ``produce(key, value)`` sends an annotation event and waits for the ack."""
 
-    def __init__(self, settings: AnnotateSettings, ls: LabelStudio, redis: Redis, produce: Produce,
+    def __init__(self, settings: AnnotateSettings, ls: LabelStudio, redis: RedisClient, produce: Produce,
                  metrics: BridgeMetrics) -> None:
         self.settings = settings
         self.ls = ls
@@ -118,7 +120,8 @@ class Bridge:
         self._locks: dict[int, asyncio.Lock] = {}
 
     def _key(self, name: str) -> str:
-        return f"{self.settings.redis_prefix}:{self.project}:{name}"
+        project = f"{{{self.project}}}" if isinstance(self.redis, RedisCluster) else str(self.project)
+        return f"{self.settings.redis_prefix}:{project}:{name}"
 
     async def setup(self) -> int:
         """Find or create the project and its webhook (with the shared secret header); return its id."""

@@ -23,8 +23,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from redis.asyncio import Redis
-
 from monitor.core.events import Annotation, Event, Impression
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.join import frequency_cells, frequency_slices
@@ -32,6 +30,7 @@ from monitor.core.stream.labels import Labels, SharedGrades, Stamps
 from monitor.core.stream.sampling import budget_period, may_sample
 from monitor.core.stream.session import SessionRecord, query_key
 from monitor.core.stream.sketch import cell_field
+from monitor.pipeline.client import RedisClient, queue_mget
 from monitor.pipeline.keys import Keys, text
 from monitor.pipeline.partition_state import PartitionState
 from monitor.pipeline.scripts import Scripts, parse_early, parse_shared
@@ -83,7 +82,7 @@ def candidates(events: Sequence[Event], spent: Mapping[tuple[str, int], float], 
     return full, others - full
 
 
-async def prefetch(redis: Redis, keys: Keys, scripts: Scripts, config: StreamConfig, partition: int,
+async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: StreamConfig, partition: int,
                    watermark: float, events: Sequence[Event], spent: Mapping[tuple[str, int], float],
                    partitions: int, sketches: SketchCache) -> Prefetched:
     """What ``events`` will read, from one pipelined round trip (two when a query not read in full turns
@@ -110,8 +109,8 @@ async def prefetch(redis: Redis, keys: Keys, scripts: Scripts, config: StreamCon
                 cells.setdefault(index, set()).update(fields)
         final = max(final, e.ts)
     pipe = redis.pipeline(transaction=False)
-    pipe.mget([keys.p(partition, "s", s) for s in session_ids] or ["-"])
-    pipe.mget([keys.p(partition, "e", s) for s in session_ids] or ["-"])
+    queue_mget(pipe, [keys.p(partition, "s", s) for s in session_ids] or [keys.p(partition, "-")])
+    queue_mget(pipe, [keys.p(partition, "e", s) for s in session_ids] or [keys.p(partition, "-")])
     full_order, other_order = sorted(full), sorted(others)
     for qkey in full_order:
         _queue_query(pipe, keys, qkey)
@@ -126,7 +125,7 @@ async def prefetch(redis: Redis, keys: Keys, scripts: Scripts, config: StreamCon
     limit = config.max_closes_per_step * max(len(events), 1)
     if math.isfinite(final):
         pipe.zrangebyscore(keys.p(partition, "dl"), "-inf", final, start=0, num=limit, withscores=True)
-    results = await pipe.execute()
+    results = await scripts.execute(redis, pipe, ())
     records, early = results[0], results[1]
     for session_id, record, labels in zip(session_ids, records, early, strict=False):
         if record:
@@ -157,7 +156,7 @@ async def prefetch(redis: Redis, keys: Keys, scripts: Scripts, config: StreamCon
         again = redis.pipeline(transaction=False)
         for qkey in judged:
             _queue_query(again, keys, qkey)
-        again.mget([keys.p(partition, "s", s) for s in missing] or ["-"])
+        queue_mget(again, [keys.p(partition, "s", s) for s in missing] or [keys.p(partition, "-")])
         more = await again.execute()
         at = 0
         for qkey in judged:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from redis.asyncio import Redis
-
 from monitor.core.grades import Scale
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.labels import (
@@ -26,11 +24,12 @@ from monitor.core.stream.labels import (
 )
 from monitor.core.stream.transition import Loaded, Transition
 from monitor.pipeline.batch import FanOut
+from monitor.pipeline.client import RedisClient
 from monitor.pipeline.keys import Keys, text
 from monitor.pipeline.scripts import Scripts, parse_shared
 
 
-async def query_writes(redis: Redis, keys: Keys, scripts: Scripts, config: StreamConfig, scale: Scale,
+async def query_writes(redis: RedisClient, keys: Keys, scripts: Scripts, config: StreamConfig, scale: Scale,
                        partition: int, steps: Sequence[tuple[int, Transition, Loaded]]
                        ) -> tuple[dict[int, FanOut], int]:
     """Per-query keys live in other slots: idempotent writes before the transaction, then the
@@ -46,7 +45,11 @@ async def query_writes(redis: Redis, keys: Keys, scripts: Scripts, config: Strea
     the judgment's fan-out saw the session or this read sees the judgment; both is harmless.) The same
     for the query's shared grades: a session whose re-read differs from what its impression read gets
     a refresh. A refresh carries no grade that counts: the session takes the query's shared grades
-    from Redis when it processes it, so an old refresh overtaking a newer one changes nothing."""
+    from Redis when it processes it, so an old refresh overtaking a newer one changes nothing.
+
+    On a Redis Cluster the writes wait until a replica has them
+    (:func:`~monitor.pipeline.client.execute_replicated`): the partition's offsets, on another shard,
+    would not tell that a failover lost them."""
     ttl = int(config.state_ttl)
     writes = redis.pipeline(transaction=False)
     checks: list[tuple[int, str, str, Labels]] = []   # (step, query key, session, labels it saw)
@@ -84,7 +87,8 @@ async def query_writes(redis: Redis, keys: Keys, scripts: Scripts, config: Strea
         await scripts.shared_merge(keys=[keys.q(qkey, "shared")], args=args, client=writes)
     if not checks and not spreads and not shares:
         return {}, 0
-    written = await writes.execute()
+    touched = {qkey for _, qkey, _, _ in checks} | {s[1] for s in spreads} | set(shares)
+    written = await scripts.execute(redis, writes, [keys.q(qkey, "labels") for qkey in sorted(touched)])
     reads = redis.pipeline(transaction=False)
     for _, qkey, _, _ in checks:
         reads.hgetall(keys.q(qkey, "labels"))

@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from redis.asyncio import Redis
+from redis.asyncio import RedisCluster
 
 from monitor.core.canary import CanaryConfig, first_epoch
 from monitor.core.events import Deploy
@@ -23,13 +23,14 @@ from monitor.core.stream.history import History, Seen, epoch_of, merge_seen
 from monitor.core.stream.rollup import rollup, wanted_slices
 from monitor.core.stream.stats import Stats, add
 from monitor.export.snapshot import Snapshot
+from monitor.pipeline.client import RedisClient, used_memory
 from monitor.pipeline.keys import Keys, text
 
 
 class Reader:
     """Reads of the state under ``keys`` (no writes)."""
 
-    def __init__(self, redis: Redis, config: StreamConfig, keys: Keys) -> None:
+    def __init__(self, redis: RedisClient, config: StreamConfig, keys: Keys) -> None:
         self.redis, self.config, self.keys = redis, config, keys
 
     async def partitions_held(self) -> list[int]:
@@ -51,6 +52,9 @@ class Reader:
         pipe = self.redis.pipeline(transaction=False)
         for partition in partitions:
             pipe.zcard(self.keys.p(partition, "dl"))
+        if isinstance(self.redis, RedisCluster):  # INFO goes to each primary, outside the pipeline
+            counts = await pipe.execute()
+            return sum(int(n) for n in counts), await used_memory(self.redis)
         pipe.info("memory")
         *counts, info = await pipe.execute()
         return sum(int(n) for n in counts), int(info.get("used_memory", 0))

@@ -10,20 +10,30 @@ The scripts are package data (``monitor/pipeline/lua/*.lua``), read here once:
   judgments, the latest ``ts`` winning.
 
 Also the stored form of a session's early labels (:func:`early_json`, :func:`parse_early`).
+
+Each script is called by SHA and loaded again where Redis lost it (a restart, a promoted replica). A
+Redis Cluster's pipeline refuses redis-py's ``evalsha``, so there :class:`Script` queues the raw
+``EVALSHA`` command after loading the script on every primary once; a node that lacks it all the same
+(a replica promoted since) makes :meth:`Scripts.execute` raise :class:`ScriptsMissing`, a connection
+error the worker waits out (the batch is tried again, the scripts loaded again first).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib.resources import files
+from typing import Any
 
 import msgspec
-from redis.asyncio import Redis
+from redis.asyncio.cluster import ClusterPipeline
 from redis.commands.core import AsyncScript
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError
 
 from monitor.core.stream.labels import Labels, SharedGrades, Stamps, merge_shared
+from monitor.pipeline.client import RedisClient, RedisPipeline, execute_replicated
 from monitor.pipeline.keys import text
 
 
@@ -100,15 +110,49 @@ def merged_shared(entries: SharedGrades, write: tuple[str, str, float, Labels]) 
     return out
 
 
+class ScriptsMissing(RedisConnectionError):
+    """A cluster node answered NOSCRIPT in a pipeline: the scripts are loaded again before the next try."""
+
+
+@dataclass(frozen=True)
+class Script:
+    """One script registered with a client. Called without ``client`` or with a plain pipeline it runs by
+    SHA (redis-py loads it where Redis answers NOSCRIPT); queued in a cluster pipeline, as a raw
+    ``EVALSHA`` once the script is loaded on every primary (``loaded``)."""
+
+    registered: AsyncScript
+    loaded: list[bool] = field(default_factory=lambda: [False])
+
+    async def __call__(self, keys: Sequence[str], args: Sequence[str | bytes | int | float],
+                       client: RedisPipeline | None = None) -> Any:
+        if isinstance(client, ClusterPipeline):
+            if not self.loaded[0]:
+                await client.cluster_client.script_load(self.registered.script)  # on every primary
+                self.loaded[0] = True
+            return client.execute_command("EVALSHA", self.registered.sha, len(keys), *keys, *args)
+        return await self.registered(keys=keys, args=args, client=client)
+
+
 @dataclass(frozen=True)
 class Scripts:
-    """The scripts registered with one client (each call runs by SHA, loaded again if Redis lost it)."""
+    """The scripts registered with one client (one server or a cluster)."""
 
-    apply_ops: AsyncScript
-    shared_merge: AsyncScript
-    query_merge: AsyncScript
+    apply_ops: Script
+    shared_merge: Script
+    query_merge: Script
 
     @classmethod
-    def register(cls, redis: Redis) -> Scripts:
-        return cls(redis.register_script(APPLY_OPS), redis.register_script(SHARED_MERGE),
-                   redis.register_script(QUERY_MERGE))
+    def register(cls, redis: RedisClient) -> Scripts:
+        return cls(*(Script(redis.register_script(script))
+                     for script in (APPLY_OPS, SHARED_MERGE, QUERY_MERGE)))
+
+    async def execute(self, redis: RedisClient, pipe: RedisPipeline, keys: Sequence[str]) -> list[Any]:
+        """:func:`~monitor.pipeline.client.execute_replicated` for a pipeline that may call these scripts
+        (``keys``: those it writes, none for a read); on a cluster node without them,
+        :class:`ScriptsMissing` (they are loaded again at the next call)."""
+        try:
+            return await execute_replicated(redis, pipe, keys)
+        except NoScriptError as error:
+            for script in (self.apply_ops, self.shared_merge, self.query_merge):
+                script.loaded[0] = False
+            raise ScriptsMissing(f"a node lacked a script ({error}); loading them again") from error

@@ -29,7 +29,6 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 import msgspec
-from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from monitor.core.decoding import decode_event
@@ -50,6 +49,7 @@ from monitor.core.stream.sampling import budget_period
 from monitor.core.stream.session import SessionRecord
 from monitor.core.stream.transition import Loaded, Transition
 from monitor.pipeline.batch import Batch, Fenced, Message, Outbox, Outcome, StateBehind
+from monitor.pipeline.client import RedisClient
 from monitor.pipeline.keys import SEQ, Keys, text
 from monitor.pipeline.prefetch import prefetch
 from monitor.pipeline.query_writes import query_writes
@@ -61,7 +61,7 @@ from monitor.pipeline.sketch_cache import SketchCache
 class RedisState(Reader):
     """One worker's view of the state in Redis: the write path here, the read model from :class:`Reader`."""
 
-    def __init__(self, redis: Redis, config: StreamConfig, scale: Scale, partitions: int,
+    def __init__(self, redis: RedisClient, config: StreamConfig, scale: Scale, partitions: int,
                  prefix: str = "srm", limits: Limits = DEFAULT_LIMITS,
                  clock: Callable[[], float | None] = time.time) -> None:
         super().__init__(redis, config, Keys(prefix))

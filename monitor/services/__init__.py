@@ -8,8 +8,9 @@ pytest fixtures in ``tests/fixtures/services.py`` use the same classes on free p
 One module per concern: :mod:`.ports` (free loopback ports), :mod:`.process` (spawning, stopping and
 waiting for a server), :mod:`.install` (Debian packages and the Kafka jars), one module per server
 (:mod:`.kafka`, :mod:`.redis_server`, :mod:`.prometheus`, :mod:`.alertmanager`; the first two also in a
-secured form, SASL/TLS and ACL/TLS, with certificates from :mod:`.tls`) and :mod:`.stack` (the set of
-servers ``up`` started, recorded in ``state.json``).
+secured form, SASL/TLS and ACL/TLS, with certificates from :mod:`.tls`), clusters of them as one service
+(:mod:`.group`: :mod:`.redis_cluster`, :mod:`.kafka_cluster`) and :mod:`.stack` (the set of servers ``up``
+started, recorded in ``state.json``).
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ Examples::
     monitor services up --only kafka,redis   # a subset
     monitor services up --free-ports         # any free loopback ports (printed)
     monitor services up --only label-studio  # Label Studio for monitor annotate (docs/annotate.md)
+    monitor services up --redis-cluster --redis-replicas 1   # a Redis Cluster (3 primaries, 3 replicas)
+    monitor services up --kafka-cluster      # three KRaft brokers, replication factor 3
     monitor services status                  # what runs, whether it answers, last up's time to ready
     monitor services down [--purge]          # stop what up started (and delete the working folder)
     monitor services install                 # Debian packages and Kafka jars only
@@ -19,6 +21,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from monitor.services.group import ServerGroup
 from monitor.services.install import BINARIES_OF, ensure_binaries, ensure_kafka_jars, kafka_libs
 from monitor.services.kafka import KAFKA_VERSION
 from monitor.services.label_studio import ensure_browser, ensure_label_studio, label_studio_binary
@@ -29,6 +32,7 @@ from monitor.services.stack import (
     DEFAULT_SERVICES,
     SERVICES,
     State,
+    build_server,
     default_workdir,
     down,
     status,
@@ -62,6 +66,12 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument("--only", type=_services, default=list(DEFAULT_SERVICES),
                        help=f"comma-separated, of {', '.join(SERVICES)} (default: all but label-studio)")
     start.add_argument("--free-ports", action="store_true", help="use free ports instead of the defaults")
+    start.add_argument("--redis-cluster", action="store_true",
+                       help="a Redis Cluster (three primaries) in place of the single redis-server")
+    start.add_argument("--redis-replicas", type=int, choices=(0, 1, 2), default=0,
+                       help="replicas of each Redis Cluster primary (default 0)")
+    start.add_argument("--kafka-cluster", action="store_true",
+                       help="three Kafka brokers (replication 3, min.insync.replicas 2) in place of one")
     for role, port in DEFAULT_PORTS.items():
         start.add_argument(f"--{role}-port", type=int, default=port, help=f"default {port}")
     stop = commands.add_parser("down", help="stop what up started")
@@ -74,12 +84,34 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _chosen(args: argparse.Namespace) -> list[str]:
+    """``--only``, with ``--redis-cluster`` / ``--kafka-cluster`` in place of the single server."""
+    names = list(args.only)
+    for flag, single in (("redis_cluster", "redis"), ("kafka_cluster", "kafka")):
+        if getattr(args, flag):
+            cluster = f"{single}-cluster"
+            names = [cluster if name == single else name for name in names]
+            names += [] if cluster in names else [cluster]
+    return [name for name in SERVICES if name in names]
+
+
+BASE_BELOW = {"redis-cluster": 65535 - 10000 - 16}
+"""Roles whose ports derive others from theirs: a cluster's base (its nodes' bus ports are ``+ 10000``)."""
+
+
 def _up(args: argparse.Namespace, workdir: Path) -> int:
+    names = _chosen(args)
+    options = {"redis_replicas": args.redis_replicas}
     ports = {role: getattr(args, f"{role.replace('-', '_')}_port") for role in DEFAULT_PORTS}
     if args.free_ports:
-        ports = {role: port if role == "metrics" else free_port() for role, port in ports.items()}
-    report = up(workdir, args.only, ports, _echo)
-    for name in args.only:
+        ports = {role: port if role == "metrics" else free_port(BASE_BELOW.get(role, 65536))
+                 for role, port in ports.items()}
+        for name in names:  # each node of a cluster gets its own free ports
+            server = build_server(name, workdir, ports, options)
+            if isinstance(server, ServerGroup):
+                ports.update({role: free_port() for role in server.ports()})
+    report = up(workdir, names, ports, _echo, options)
+    for name in names:
         if name in report.already_running:
             timing = "already running"
         else:
@@ -103,7 +135,8 @@ def _status(args: argparse.Namespace, workdir: Path) -> int:
         for name, service in report["services"].items():
             state = "answers" if service["answers"] else "running, not answering"
             state = state if service["running"] else "stopped"
-            print(f"{name:<13} {state:<23} {service['address']:<28} pid {service['pid']:<8}")
+            pids = ",".join(str(p["pid"]) for p in service.get("processes") or [service])
+            print(f"{name:<13} {state:<23} {service['address']:<28} pid {pids}")
             print(f"{'':<13} log {service['log']}")
         last = report["last_up"]
         if last:
@@ -122,7 +155,7 @@ def _install(args: argparse.Namespace) -> int:
         ensure_browser(_echo)  # the labelling page's screenshot test (docs/annotate.md)
         installed = ensure_label_studio(_echo)
         print(f"Label Studio: {'installed' if installed else 'present'}, {label_studio_binary()}")
-    if "kafka" in args.only:
+    if {"kafka", "kafka-cluster"} & set(args.only):
         downloaded = ensure_kafka_jars(KAFKA_VERSION, _echo)
         where = "downloaded to" if downloaded else "cached in"
         print(f"Kafka {KAFKA_VERSION} jars: {where} {kafka_libs(KAFKA_VERSION)}")

@@ -52,6 +52,8 @@ BINARIES_OF: dict[str, tuple[str, ...]] = {
     "prometheus": ("prometheus", "promtool"),
     "alertmanager": ("prometheus-alertmanager", "amtool"),
     "label-studio": (),  # a Python virtualenv of its own: label_studio.ensure_label_studio
+    "redis-cluster": ("redis-server",),
+    "kafka-cluster": ("java",),
 }
 
 _POLICY_RC_D = Path("/usr/sbin/policy-rc.d")

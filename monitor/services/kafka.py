@@ -130,7 +130,7 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def _new_cluster_id() -> str:
+def new_cluster_id() -> str:
     """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding, not starting with '-'."""
     while True:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -165,23 +165,35 @@ class KafkaServer(LocalServer):
             "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
         ]
 
+    node_id: int = 1
+
+    def quorum_voters(self) -> str:
+        """``controller.quorum.voters``: this node alone (a cluster's nodes name all three)."""
+        return f"{self.node_id}@{LOOPBACK}:{self.controller_port}"
+
+    def replication_properties(self) -> list[str]:
+        """The lines of ``server.properties`` about replication: one copy of everything on one node."""
+        return [
+            "offsets.topic.replication.factor=1",
+            "transaction.state.log.replication.factor=1",
+            "transaction.state.log.min.isr=1",
+            "min.insync.replicas=1",
+        ]
+
     def properties(self) -> str:
         """The contents of ``server.properties``."""
         return "\n".join(
             [
-                "# Written by monitor.services.kafka: single-node KRaft, broker and controller combined.",
+                "# Written by monitor.services.kafka: KRaft, broker and controller combined.",
                 "process.roles=broker,controller",
-                "node.id=1",
-                f"controller.quorum.voters=1@{LOOPBACK}:{self.controller_port}",
+                f"node.id={self.node_id}",
+                f"controller.quorum.voters={self.quorum_voters()}",
                 *self.listener_properties(),
                 f"log.dirs={self.dir / 'data'}",
                 "num.partitions=1",
                 "auto.create.topics.enable=true",
-                "offsets.topic.replication.factor=1",
                 "offsets.topic.num.partitions=8",
-                "transaction.state.log.replication.factor=1",
-                "transaction.state.log.min.isr=1",
-                "min.insync.replicas=1",
+                *self.replication_properties(),
                 "group.initial.rebalance.delay.ms=0",
                 "log.retention.hours=24",
                 "",
@@ -217,7 +229,7 @@ class KafkaServer(LocalServer):
         (self.dir / "log4j.properties").write_text(_LOG4J.format(logs=self.dir / "logs"))
         cluster_file = self.dir / "cluster.id"
         if not cluster_file.exists():
-            cluster_file.write_text(_new_cluster_id() + "\n")
+            cluster_file.write_text(new_cluster_id() + "\n")
 
     def prepare(self) -> None:
         """Make sure the jars are cached, write the configuration and format storage (once)."""

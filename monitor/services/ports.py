@@ -16,17 +16,19 @@ _handed_out: set[int] = set()
 _lock = threading.Lock()
 
 
-def free_port() -> int:
-    """Return a loopback TCP port that is free now and was not returned before by this process."""
+def free_port(below: int = 65536) -> int:
+    """Return a loopback TCP port that is free now, below ``below`` (a base port others are derived from,
+    such as a Redis Cluster node's bus port, ``port + 10000``), and was not returned before by this
+    process."""
     with _lock:
-        for _ in range(100):
+        for _ in range(1000):
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
                 sock.bind((LOOPBACK, 0))
                 port = int(sock.getsockname()[1])
-            if port not in _handed_out:
+            if port not in _handed_out and port < below:
                 _handed_out.add(port)
                 return port
-    raise RuntimeError("no free loopback port found after 100 tries")
+    raise RuntimeError(f"no free loopback port below {below} found after 1000 tries")
 
 
 def port_in_use(port: int, host: str = LOOPBACK) -> bool:

@@ -101,9 +101,10 @@ class RedisServer(LocalServer):
 
 # What ``monitor worker`` (and ``monitor canary``) need, besides their key pattern: reads and writes of
 # keys (not the dangerous ones: FLUSHALL, KEYS, SORT...), the commit script (EVALSHA, then SCRIPT LOAD or
-# EVAL), PING and SELECT, and INFO for search_relevance_redis_memory_bytes. docs/worker.md quotes it.
+# EVAL), PING and SELECT, INFO for search_relevance_redis_memory_bytes, and on a Redis Cluster CLUSTER
+# SLOTS (which node serves which slot; WAIT is in @connection). docs/worker.md quotes it.
 WORKER_ACL = ("resetchannels -@all +@read +@write +@connection -@dangerous "
-              "+evalsha +eval +script|load +script|exists +info")
+              "+evalsha +eval +script|load +script|exists +info +cluster|slots")
 _NAME = re.compile(r"[A-Za-z0-9_.~-]+")
 
 

@@ -1,9 +1,13 @@
 """The set of local servers that ``monitor services up`` started, recorded in ``<workdir>/state.json``.
 
 ``up`` installs what is missing, starts the chosen servers in parallel, waits until each really answers
-and records pid, argument vector, ports and timings; ``down`` stops exactly the processes recorded there
+and records pids, argument vectors, ports and timings; ``down`` stops exactly the processes recorded there
 (and only while ``/proc`` still shows the recorded command); ``status`` probes them and reports the
 last ``up``'s time to all-ready, cold (Kafka jars downloaded) or warm (jars cached).
+
+A service is one server (:class:`~monitor.services.server.LocalServer`) or a group of them that makes one
+cluster (:class:`~monitor.services.group.ServerGroup`: ``redis-cluster``, ``kafka-cluster``); a group's
+record lists every node's process, and its ports every node's ports.
 """
 
 from __future__ import annotations
@@ -20,18 +24,23 @@ from pathlib import Path
 from typing import Any
 
 from monitor.services.alertmanager import AlertmanagerServer
+from monitor.services.group import ServerGroup
 from monitor.services.install import BINARIES_OF, REPO_ROOT, ensure_binaries, ensure_kafka_jars
 from monitor.services.kafka import KAFKA_VERSION, KafkaServer
+from monitor.services.kafka_cluster import KafkaClusterServer
 from monitor.services.label_studio import LabelStudioServer, ensure_label_studio, personal_access_token
 from monitor.services.ports import LOOPBACK, port_in_use
 from monitor.services.process import ServerProcess, ServiceError
 from monitor.services.prometheus import DEFAULT_METRICS_PORT, PrometheusServer
+from monitor.services.redis_cluster import RedisClusterServer
 from monitor.services.redis_server import RedisServer
 from monitor.services.server import LocalServer
 
 Echo = Callable[[str], None]
+Service = LocalServer | ServerGroup
 
-SERVICES: tuple[str, ...] = ("kafka", "redis", "prometheus", "alertmanager", "label-studio")
+SERVICES: tuple[str, ...] = ("kafka", "redis", "prometheus", "alertmanager", "label-studio", "redis-cluster",
+                             "kafka-cluster")
 #: What ``up`` starts when not told (Label Studio, for the annotation bridge, only with ``--only``).
 DEFAULT_SERVICES: tuple[str, ...] = ("kafka", "redis", "prometheus", "alertmanager")
 
@@ -45,6 +54,8 @@ DEFAULT_PORTS: dict[str, int] = {
     "alertmanager": 19093,
     "label-studio": 18080,
     "metrics": DEFAULT_METRICS_PORT,
+    "redis-cluster": 17000,  # the first node's; node i: 17000 + i, its cluster bus 27000 + i
+    "kafka-cluster": 19192,  # the first broker's; broker i: 19192 + i, its controller 19202 + i
 }
 
 
@@ -54,8 +65,15 @@ def default_workdir() -> Path:
     return Path(configured).expanduser().resolve() if configured else REPO_ROOT / ".services"
 
 
-def build_server(name: str, workdir: Path, ports: Mapping[str, int]) -> LocalServer:
-    """The server object for ``name`` with the given ports (see :data:`DEFAULT_PORTS` for the keys)."""
+def build_server(name: str, workdir: Path, ports: Mapping[str, int],
+                 options: Mapping[str, Any] | None = None) -> Service:
+    """The server object for ``name`` with the given ports (see :data:`DEFAULT_PORTS` for the keys; a
+    cluster also takes its nodes' own, as :meth:`ServerGroup.ports` names them). ``options``:
+    ``redis_replicas``, the replicas of each Redis Cluster primary (0)."""
+    if name == "redis-cluster":
+        return RedisClusterServer.from_ports(workdir, ports, int((options or {}).get("redis_replicas", 0)))
+    if name == "kafka-cluster":
+        return KafkaClusterServer.from_ports(workdir, ports)
     if name == "kafka":
         return KafkaServer(workdir, ports["kafka"], ports["kafka-controller"])
     if name == "redis":
@@ -93,14 +111,24 @@ class State:
         payload = {"services": self.services, "last_up": self.last_up}
         self.path.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
 
-    def process(self, name: str) -> ServerProcess:
+    def processes(self, name: str) -> list[ServerProcess]:
+        """The recorded processes of ``name`` (one per node of a cluster)."""
         record = self.services[name]
-        return ServerProcess.attach(name, record["argv"], int(record["pid"]), record.get("start_time"))
+        found = record.get("processes") or [record]  # a record written before clusters: one process
+        return [ServerProcess.attach(name, p["argv"], int(p["pid"]), p.get("start_time")) for p in found]
 
-    def server(self, name: str, workdir: Path) -> LocalServer:
+    def alive(self, name: str) -> bool:
+        """True while every recorded process of ``name`` runs."""
+        return all(process.alive() for process in self.processes(name))
+
+    def server(self, name: str, workdir: Path) -> Service:
         record = self.services[name]
-        server = build_server(name, workdir, {**DEFAULT_PORTS, **record["ports"]})
-        server.process = self.process(name)
+        server = build_server(name, workdir, {**DEFAULT_PORTS, **record["ports"]}, record.get("options"))
+        processes = self.processes(name)
+        if isinstance(server, ServerGroup):
+            server.attach(processes)
+        else:
+            server.process = processes[0]
         return server
 
 
@@ -115,31 +143,34 @@ class UpReport:
     jars_downloaded: bool | None  # None: Kafka was not started
 
 
-def _start_and_wait(server: LocalServer) -> float:
+def _start_and_wait(server: Service) -> float:
     started = time.monotonic()
     server.start()
     server.wait_ready()
     return time.monotonic() - started
 
 
-def up(workdir: Path, names: Sequence[str], ports: Mapping[str, int], echo: Echo) -> UpReport:
+def up(workdir: Path, names: Sequence[str], ports: Mapping[str, int], echo: Echo,
+       options: Mapping[str, Any] | None = None) -> UpReport:
     """Start every server in ``names`` that is not already running; raise :class:`ServiceError` if any fails.
 
     Servers are started in parallel. If one fails, those started by this call are stopped again and the
-    error (with log tails) is raised; servers that were already running are left alone.
+    error (with log tails) is raised; servers that were already running are left alone. ``options``: see
+    :func:`build_server`.
     """
     began = time.monotonic()
     state = State.load(workdir)
-    running = [name for name in names if name in state.services and state.process(name).alive()]
+    running = [name for name in names if name in state.services and state.alive(name)]
     for name in running:
         ports = {**ports, **state.services[name]["ports"]}
     wanted = [name for name in names if name not in running]
     ensure_binaries([binary for name in wanted for binary in BINARIES_OF[name]], echo)
-    downloaded = ensure_kafka_jars(KAFKA_VERSION, echo) if "kafka" in wanted else None
+    kafka = {"kafka", "kafka-cluster"} & set(wanted)
+    downloaded = ensure_kafka_jars(KAFKA_VERSION, echo) if kafka else None
     if "label-studio" in wanted:
         ensure_label_studio(echo)
 
-    servers = [build_server(name, workdir, ports) for name in wanted]
+    servers = [build_server(name, workdir, ports, options) for name in wanted]
     for server in servers:
         for role, port in server.ports().items():
             if port_in_use(port):
@@ -163,13 +194,14 @@ def up(workdir: Path, names: Sequence[str], ports: Mapping[str, int], echo: Echo
 
     now = datetime.now(UTC).isoformat(timespec="seconds")
     for server in servers:
-        process = server.process
-        if process is None:
+        processes = server.processes() if isinstance(server, ServerGroup) else [server.process]
+        started = [process for process in processes if process is not None]
+        if len(started) != len(processes):
             raise ServiceError(f"{server.name} has no process after a successful start")
         state.services[server.name] = {
-            "pid": process.pid,
-            "start_time": process.started,
-            "argv": process.argv,
+            "pid": started[0].pid,
+            "processes": [{"pid": p.pid, "start_time": p.started, "argv": p.argv} for p in started],
+            "options": dict(options or {}) if isinstance(server, ServerGroup) else {},
             "ports": server.ports(),
             "address": server.address,
             "log": str(server.log_paths()[-1]),
@@ -197,11 +229,12 @@ def down(workdir: Path, echo: Echo, purge: bool = False) -> list[str]:
     state = State.load(workdir)
     stopped = []
     for name in list(state.services):
-        process = state.process(name)
-        if process.alive():
-            process.stop()
+        processes = state.processes(name)
+        pids = ",".join(str(p.pid) for p in processes)
+        if any(process.alive() for process in processes):
+            state.server(name, workdir).stop()
             stopped.append(name)
-            echo(f"{name:<13} stopped (pid {process.pid})")
+            echo(f"{name:<13} stopped (pid {pids})")
         else:
             echo(f"{name:<13} was not running")
         del state.services[name]
@@ -219,6 +252,6 @@ def status(workdir: Path) -> dict[str, Any]:
     services = {}
     for name, record in state.services.items():
         server = state.server(name, workdir)
-        alive = server.process is not None and server.process.alive()
+        alive = state.alive(name)
         services[name] = {**record, "running": alive, "answers": alive and server.answers()}
     return {"workdir": str(workdir), "services": services, "last_up": state.last_up}

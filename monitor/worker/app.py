@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import faust
-from redis.asyncio import Redis
 
 from monitor.alerting.alertmanager import AlertmanagerClient
+from monitor.pipeline.client import connect
 from monitor.pipeline.writer import RedisState
 from monitor.worker.backoff import Backoff
 from monitor.worker.canary import alert_loop
@@ -70,8 +70,8 @@ def build(settings: WorkerSettings) -> Runtime:
         topic_replication_factor=settings.replication_factor,
         producer_acks=-1,
     )
-    redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=5,
-                           health_check_interval=30, **settings.redis_options())
+    redis = connect(settings.redis_url, socket_timeout=10, socket_connect_timeout=5,
+                    health_check_interval=30, **settings.redis_options())
     state = RedisState(redis, settings.stream, settings.grade_scale(), settings.partitions,
                        prefix=settings.redis_prefix)
     kafka_options = settings.kafka_security().aiokafka_options()

@@ -57,13 +57,12 @@ def table(rows: Sequence[Comparison]) -> str:
 
 
 async def fetch(settings: Any) -> list[Comparison]:
-    from redis.asyncio import Redis
-
+    from monitor.pipeline.client import connect
     from monitor.pipeline.writer import RedisState
     from monitor.worker.canary import current
 
-    redis = Redis.from_url(settings.redis_url, socket_connect_timeout=5, socket_timeout=30,
-                           **settings.redis_options())
+    redis = connect(settings.redis_url, socket_connect_timeout=5, socket_timeout=30,
+                    **settings.redis_options())
     try:
         state = RedisState(redis, settings.stream, settings.grade_scale(), settings.partitions,
                            prefix=settings.redis_prefix)

@@ -29,12 +29,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
 from monitor.core.events import EventError, encode_annotation
 from monitor.core.stream.transition import AnnotationRequest
 from monitor.pipeline.batch import Fenced, Message, Outcome, StateBehind
+from monitor.pipeline.client import REDIS_UNAVAILABLE
 from monitor.pipeline.writer import RedisState
 from monitor.worker.backoff import Backoff
 from monitor.worker.settings import Topics
@@ -269,7 +267,7 @@ class Processor:
         while True:
             try:
                 return await call()
-            except (RedisConnectionError, RedisTimeoutError, OSError) as error:
+            except REDIS_UNAVAILABLE as error:
                 self.retries += 1
                 log.warning("redis unavailable (%s); retrying in %.1fs", type(error).__name__, backoff.delay)
                 await backoff.pause()
@@ -344,7 +342,7 @@ class Processor:
             while True:
                 try:
                     sent = await self.state.drain(partition, send_raw)
-                except (RedisConnectionError, RedisTimeoutError, OSError) as error:
+                except REDIS_UNAVAILABLE as error:
                     self.retries += 1
                     log.warning("redis unavailable while draining (%s); retrying in %.1fs",
                                 type(error).__name__, backoff.delay)

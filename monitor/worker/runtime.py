@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import faust
-from redis.asyncio import Redis
 
 from monitor.export.snapshot import Snapshot
+from monitor.pipeline.client import RedisClient
 from monitor.pipeline.writer import RedisState
 from monitor.worker.canary import Verdicts, current
 from monitor.worker.consumer import BatchConsumer
@@ -28,7 +28,7 @@ class Runtime:
 
     settings: WorkerSettings
     app: faust.App
-    redis: Redis
+    redis: RedisClient
     state: RedisState
     processor: Processor
     consumer: BatchConsumer

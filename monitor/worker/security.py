@@ -114,12 +114,13 @@ class KafkaSecurity:
 
 def redis_options(url: str, password: str | None = None, cafile: str | None = None,
                   certfile: str | None = None, keyfile: str | None = None) -> dict[str, Any]:
-    """Keyword arguments for ``Redis.from_url(url, ...)``: the password when it is not in the URL, and for
-    a ``rediss://`` URL the CA to verify the server with and the client certificate, when given."""
+    """Keyword arguments for ``monitor.pipeline.client.connect(url, ...)``: the password when it is not in
+    the URL, and for a ``rediss://`` or ``rediss+cluster://`` URL the CA to verify the server with and the
+    client certificate, when given."""
     options: dict[str, Any] = {}
     if password is not None:
         options["password"] = password
-    if urlsplit(url).scheme == "rediss":
+    if urlsplit(url).scheme in {"rediss", "rediss+cluster"}:
         for name, value in (("ssl_ca_certs", cafile), ("ssl_certfile", certfile), ("ssl_keyfile", keyfile)):
             if value is not None:
                 options[name] = value

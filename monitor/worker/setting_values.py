@@ -76,10 +76,26 @@ def bootstrap(where: str, value: Any) -> str:
     return text
 
 
+REDIS_TLS_SCHEMES = {"rediss", "rediss+cluster"}
+REDIS_CLUSTER_SCHEMES = {"redis+cluster", "rediss+cluster"}
+
+
 def redis_url(where: str, value: Any) -> str:
+    """One Redis (``redis://``, ``rediss://``, ``unix://``) or a Redis Cluster (``redis+cluster://`` or
+    ``rediss+cluster://`` and its nodes, ``host:port[,host:port...]``, database 0 only)."""
     text = non_empty(where, value)
-    if urlsplit(text).scheme not in {"redis", "rediss", "unix"}:
-        raise SettingsError(f"{where}: expected a redis://, rediss:// or unix:// URL, got {hide(text)!r}")
+    parts = urlsplit(text)
+    if parts.scheme not in {"redis", "rediss", "unix", *REDIS_CLUSTER_SCHEMES}:
+        raise SettingsError(f"{where}: expected a redis://, rediss://, unix://, redis+cluster:// or "
+                            f"rediss+cluster:// URL, got {hide(text)!r}")
+    if parts.scheme in REDIS_CLUSTER_SCHEMES:
+        for node in parts.netloc.rpartition("@")[2].split(","):
+            host, _, port = node.strip().rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise SettingsError(f"{where}: a Redis Cluster URL lists its nodes as "
+                                    f"host:port[,host:port...], got {hide(text)!r}")
+        if parts.path.strip("/") not in {"", "0"}:
+            raise SettingsError(f"{where}: a Redis Cluster has only database 0, got {hide(text)!r}")
     return text
 
 

@@ -100,7 +100,8 @@ class WorkerSettings:
                              self.kafka_ssl_certfile, self.kafka_ssl_keyfile)
 
     def redis_options(self) -> dict[str, Any]:
-        """Keyword arguments for ``Redis.from_url(self.redis_url, ...)``: password, CA, client certificate."""
+        """Keyword arguments for ``connect(self.redis_url, ...)`` (monitor/pipeline/client.py): password, CA,
+        client certificate."""
         return redis_options(self.redis_url, self.redis_password, self.redis_ssl_cafile,
                              self.redis_ssl_certfile, self.redis_ssl_keyfile)
 
@@ -257,8 +258,9 @@ def _check_security(s: WorkerSettings) -> None:
         raise SettingsError(f"MONITOR_KAFKA_SSL_* files are set but {protocol}: use SSL or SASL_SSL")
     _tls_files("MONITOR_KAFKA_SSL", *files)
     redis_files = (s.redis_ssl_cafile, s.redis_ssl_certfile, s.redis_ssl_keyfile)
-    if any(redis_files) and urlsplit(s.redis_url).scheme != "rediss":
-        raise SettingsError("MONITOR_REDIS_SSL_* files are set but MONITOR_REDIS_URL is not rediss:// (TLS)")
+    if any(redis_files) and urlsplit(s.redis_url).scheme not in v.REDIS_TLS_SCHEMES:
+        raise SettingsError("MONITOR_REDIS_SSL_* files are set but MONITOR_REDIS_URL is not rediss:// or "
+                            "rediss+cluster:// (TLS)")
     _tls_files("MONITOR_REDIS_SSL", *redis_files)
     if s.redis_password is not None and urlsplit(s.redis_url).password:
         raise SettingsError("MONITOR_REDIS_PASSWORD: MONITOR_REDIS_URL holds a password already; give one")
@@ -308,9 +310,11 @@ def _describe_kafka(kafka: KafkaSecurity) -> dict[str, Any]:
 
 def _describe_redis(settings: WorkerSettings) -> dict[str, Any]:
     url = urlsplit(settings.redis_url)
-    shown: dict[str, Any] = {"tls": url.scheme == "rediss", "username": url.username,
+    tls = url.scheme in v.REDIS_TLS_SCHEMES
+    shown: dict[str, Any] = {"tls": tls, "cluster": url.scheme in v.REDIS_CLUSTER_SCHEMES,
+                             "username": url.username,
                              "password": "set" if settings.redis_password or url.password else "unset"}
-    if url.scheme == "rediss":
+    if tls:
         shown.update(cafile=settings.redis_ssl_cafile, certfile=settings.redis_ssl_certfile)
     return shown
 

@@ -4,6 +4,12 @@ A broker with ``auto.create.topics.enable`` would otherwise create a topic with 
 count at the first produce, and a consumer subscribed to a missing topic waits for it silently. The join
 needs the three source topics to have the same partition count (a session's impression and annotations
 must meet on one partition number), so a mismatch stops the start with a clear error.
+
+Topics are created with ``MONITOR_REPLICATION_FACTOR`` replicas and a ``min.insync.replicas`` that fits it
+(:func:`min_insync`): with 3 or more replicas an ``acks=all`` write (the worker's producer and ``monitor
+produce`` use ``acks=all``) is on 2 brokers before it is acknowledged, and one broker may be down without
+stopping writes; below 3, 1 (a broker default of 2 would make every write to a topic with fewer replicas
+fail). Topics that exist are left as they are.
 """
 
 from __future__ import annotations
@@ -16,6 +22,12 @@ from monitor.worker.security import KafkaSecurity
 from monitor.worker.settings import SettingsError, Topics
 
 log = logging.getLogger("monitor.worker")
+
+
+def min_insync(replication: int) -> int:
+    """``min.insync.replicas`` of the topics created with ``replication`` replicas: 2 from 3 replicas up,
+    else 1."""
+    return 2 if replication >= 3 else 1
 
 
 async def _describe(admin: Any, names: list[str]) -> dict[str, int]:
@@ -64,8 +76,11 @@ async def ensure_topics(bootstrap: str, topics: Topics, partitions: int, replica
         missing = [n for n in names if n not in existing]
         if missing:
             try:
-                await admin.create_topics([NewTopic(n, partitions, replication) for n in missing])
-                log.info("created topics %s with %d partitions", missing, partitions)
+                configs = {"min.insync.replicas": str(min_insync(replication))}
+                await admin.create_topics([NewTopic(n, partitions, replication, topic_configs=configs)
+                                           for n in missing])
+                log.info("created topics %s with %d partitions, %d replicas, min.insync.replicas %s", missing,
+                         partitions, replication, configs["min.insync.replicas"])
             except TopicAlreadyExistsError:
                 pass
             for _ in range(100):

@@ -186,23 +186,24 @@ def test_the_compose_annotate_profile_runs_the_bridge_with_valid_settings(tmp_pa
 
 
 @pytest.mark.integration  # real Redis: the bridge's pair→task map and sent grades
-@pytest.mark.parametrize("scope", ["query", "session"])
-async def test_a_fallback_after_a_deletion_is_sent_so_that_the_stream_takes_it(redis_url: str,
-                                                                              scope: str) -> None:
+@pytest.mark.parametrize(("scope", "store"), [("query", "redis"), ("session", "redis"), ("session", "cluster")])
+async def test_a_fallback_after_a_deletion_is_sent_so_that_the_stream_takes_it(
+        request: pytest.FixtureRequest, scope: str, store: str) -> None:
     """The stream keeps the grade with the latest ``ts`` (docs/events.md), so the bridge never sends a
     pair's grade with a ``ts`` earlier than the last one it sent: when the later annotation is deleted,
     the older one is sent again with the deleted one's ``ts`` (a tie, which the later delivered wins), and
-    the session's DCG follows it."""
+    the session's DCG follows it. On a Redis Cluster too: the project's keys share its hash tag, so the
+    transaction writing ``sent`` and ``sent_ts`` is one slot's."""
     import math
     import types
     import uuid
 
     from prometheus_client import CollectorRegistry
-    from redis.asyncio import Redis
 
     from monitor.annotate.bridge import Bridge
     from monitor.annotate.metrics import BridgeMetrics
     from monitor.core.stream.config import StreamConfig
+    from monitor.pipeline.client import connect
     from monitor.pipeline.memory import MemoryPipeline
     from tests.support.streams import impression
 
@@ -212,10 +213,11 @@ async def test_a_fallback_after_a_deletion_is_sent_so_that_the_stream_takes_it(r
         produced.append((key, value))
 
     settings = types.SimpleNamespace(redis_prefix=f"test-{uuid.uuid4().hex[:8]}", scope=scope)
-    redis = Redis.from_url(redis_url)
+    redis = connect(request.getfixturevalue("redis_url" if store == "redis" else "redis_cluster_url"))
     try:
         bridge = Bridge(settings, None, redis, produce, BridgeMetrics(CollectorRegistry()))  # type: ignore[arg-type]
         bridge.project = 1
+        assert bridge._key("sent").endswith(":{1}:sent" if store == "cluster" else ":1:sent")
         await redis.sadd(bridge._key(f"sessions:{pair_key('耳机', 'd-1')}"), "s-1")
         data = {"query": "耳机", "doc_id": "d-1", "sessions": ["s-1"]}
         first = annotation(1, "高", "2026-11-24T10:00:00Z")
@@ -223,6 +225,7 @@ async def test_a_fallback_after_a_deletion_is_sent_so_that_the_stream_takes_it(r
         assert await bridge.sync_task(7, {"data": data, "annotations": [first, second]})
         assert await bridge.sync_task(7, {"data": data, "annotations": [first]})  # the second deleted
         assert not await bridge.sync_task(7, {"data": data, "annotations": [first]})  # nothing new
+        assert await redis.hlen(bridge._key("sent")) == await redis.hlen(bridge._key("sent_ts")) == 1
     finally:
         await redis.aclose()
     sent = [json.loads(value) for _, value in produced]

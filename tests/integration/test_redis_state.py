@@ -16,9 +16,9 @@ from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.history import split_query
 from monitor.core.stream.transition import AnnotationRequest
-from monitor.pipeline.memory import MemoryPipeline, partition_of
+from monitor.pipeline.memory import partition_of
 from monitor.pipeline.writer import RedisState
-from tests.support.redis_runs import run_through_redis
+from tests.support.redis_runs import in_process, run_through_redis, with_query_labels
 from tests.support.shared_grades import CONFIG as SHARED_CONFIG
 from tests.support.shared_grades import brute_force, shared_stream
 from tests.support.streams import interleave, random_stream
@@ -26,26 +26,6 @@ from tests.support.streams import interleave, random_stream
 pytestmark = pytest.mark.integration
 
 CONFIG = StreamConfig(join_window=300, min_coverage=0.6, budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
-
-
-def with_query_labels(events: list[tuple[str, bytes, bytes]]) -> list[tuple[str, bytes, bytes]]:
-    """Add query-level judgments for two queries (fanned out to their sessions in the join)."""
-    out = list(events)
-    for sid in ("s3", "s7"):
-        grades = [{"doc_id": f"d{sid[1:]}-{j}", "grade": j % 4} for j in range(50)]
-        out.append(("annotations", f"q-{sid}".encode(),
-                    json.dumps({"type": "annotation", "query": f"q-{sid}", "grades": grades}).encode()))
-    return out
-
-
-def in_process(events: list[tuple[str, bytes, bytes]], config: StreamConfig, partitions: int,
-               **options: int) -> MemoryPipeline:
-    """The in-process core fed ``events`` to the end (every due session closed): the reference."""
-    memory = MemoryPipeline(config, SEED_SCALE, partitions=partitions, **options)
-    for topic, key, value in events:
-        memory.submit(topic, key, value)
-    memory.advance(math.inf)
-    return memory
 
 
 @pytest.mark.parametrize(("partitions", "batch"), [(1, 1), (3, 1), (3, 40)])

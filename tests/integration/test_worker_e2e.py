@@ -27,7 +27,6 @@ the judgments requested/received counters (a label that arrives before its impre
 from __future__ import annotations
 
 import json
-import math
 import random
 import time
 from pathlib import Path
@@ -42,14 +41,13 @@ from monitor.export.canary import CanaryCollector
 from monitor.pipeline.memory import MemoryPipeline
 from monitor.sim.records import SimEvent
 from tests.support.worker_e2e import (
-    CONFIG,
     SESSIONS,
     Run,
+    assert_offline,
     assert_same,
     exported,
     make_run,
     new_group,
-    recompute,
 )
 from tests.support.worker_harness import Group, Stream, flush_events, parse_metrics, read_topic
 
@@ -82,23 +80,7 @@ def test_one_worker_equals_in_process_and_offline_recomputation(
     assert_same(got, run.expected)
     print(f"\n{run.messages} messages through one worker in {elapsed:.1f} s ({run.messages / elapsed:.0f}/s)")
 
-    # the 24h window against the offline recomputation from the ground truth
-    truth = recompute(run.result)
-    scored = 0
-    for group_key, want in truth.items():
-        bucket, ranker, variant = group_key.split("|")
-        labels = {"bucket": bucket, "ranker": ranker, "variant": variant, "window": "24h"}
-        short = tuple(sorted(labels.items()))
-        full = tuple(sorted({**labels, "k": str(CONFIG.k[bucket])}.items()))
-        assert got[("search_relevance_sessions_scored", short)] == want["sessions"], group_key
-        assert got[("search_relevance_sessions_expired", short)] == want["expired"], group_key
-        if want["sessions"]:
-            scored += int(want["sessions"])
-            assert got[("search_relevance_dcg", full)] == pytest.approx(want["dcg"] / want["sessions"], abs=1e-9)
-            assert got[("search_relevance_ndcg", full)] == pytest.approx(want["ndcg"] / want["sessions"], abs=1e-9)
-            pnr = want["pos"] / want["neg"] if want["neg"] else math.inf
-            assert got[("search_relevance_pnr", full)] == pytest.approx(pnr, rel=1e-12)
-    assert scored > SESSIONS // 2
+    assert_offline(got, run)  # the 24h window against the offline recomputation from the ground truth
 
     # the dead-letter topic: exactly the injected invalid events, with their reasons
     invalid = [e for e in run.result.events if e.expected_error is not None]

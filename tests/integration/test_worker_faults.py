@@ -34,17 +34,14 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import random
 import shutil
 import time
 import urllib.parse
 import uuid
-from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
@@ -67,16 +64,16 @@ from tests.fixtures.services import LocalService, ServiceHandle
 from tests.support.canary_e2e import ALERT_INTERVAL, JOIN_WINDOW, TRAFFIC, comparison
 from tests.support.http_helpers import eventually, http_json
 from tests.support.worker_e2e import (
-    CONFIG,
     CONFIG_TOML,
     SESSIONS,
+    Progress,
     Run,
     assert_same,
+    finish,
     make_run,
     new_group,
-    recompute,
 )
-from tests.support.worker_harness import Group, Stream, Worker, flush_events, parse_metrics, read_topic
+from tests.support.worker_harness import Group, Stream, Worker, flush_events, parse_metrics
 
 pytestmark = pytest.mark.integration
 
@@ -125,75 +122,6 @@ def local(handle: ServiceHandle, what: str) -> LocalServer:
 
 
 # -- what every test checks at the end ----------------------------------------------------------------
-
-class Progress:
-    """How many source messages the group has applied, from its offsets in Redis (all processes)."""
-
-    def __init__(self, redis_url: str, group: Group) -> None:
-        self.client = redis.Redis.from_url(redis_url, socket_timeout=5)
-        self.keys = [f"{group.app_id}:{{p{p}}}:meta" for p in range(group.stream.partitions)]
-        self.fields = [f"off:{topic}" for topic in group.stream.topics.values()]
-
-    def applied(self) -> int:
-        try:
-            pipe = self.client.pipeline(transaction=False)
-            for key in self.keys:
-                pipe.hmget(key, self.fields)
-            return sum(int(v) + 1 for row in pipe.execute() for v in row if v is not None)
-        except redis.exceptions.RedisError:
-            return -1
-
-    def wait(self, at_least: float, seconds: float = 300.0) -> int:
-        deadline = time.monotonic() + seconds
-        while (done := self.applied()) < at_least:
-            assert time.monotonic() < deadline, f"only {done} of {at_least:.0f} messages applied"
-            time.sleep(0.02)
-        return done
-
-
-def assert_offline(got: dict[Any, float], run: Run) -> None:
-    """The 24h window against the recomputation of every session from the simulator's truth."""
-    scored = 0
-    for group_key, want in recompute(run.result).items():
-        bucket, ranker, variant = group_key.split("|")
-        labels = {"bucket": bucket, "ranker": ranker, "variant": variant, "window": "24h"}
-        short = tuple(sorted(labels.items()))
-        full = tuple(sorted({**labels, "k": str(CONFIG.k[bucket])}.items()))
-        assert got[("search_relevance_sessions_scored", short)] == want["sessions"], group_key
-        assert got[("search_relevance_sessions_expired", short)] == want["expired"], group_key
-        if want["sessions"]:
-            scored += int(want["sessions"])
-            assert got[("search_relevance_dcg", full)] == pytest.approx(want["dcg"] / want["sessions"], abs=1e-9)
-            pnr = want["pos"] / want["neg"] if want["neg"] else math.inf
-            assert got[("search_relevance_pnr", full)] == pytest.approx(pnr, rel=1e-12)
-    assert scored > FAULT_SESSIONS // 2
-
-
-def assert_dead_letters(run: Run, group: Group, got: dict[Any, float]) -> int:
-    """Exactly once in the state, at least once on the topic (module docstring); returns the copies."""
-    invalid = sorted(e.value for e in run.result.events if e.expected_error is not None)
-    assert sum(v for (n, _), v in got.items() if n == "search_relevance_dead_letters_total") == len(invalid)
-    copies: dict[tuple[bytes, ...], list[tuple[bytes | None, bytes, dict[str, bytes]]]] = defaultdict(list)
-    for key, value, headers in read_topic(run.stream.bootstrap, group.outputs.dead_letters):
-        source = tuple(headers[f"monitor.source.{h}"] for h in ("topic", "partition", "offset"))
-        copies[source].append((key, value, headers))
-    assert all(all(c == same[0] for c in same) for same in copies.values())  # copies are identical
-    assert sorted(same[0][1] for same in copies.values()) == invalid  # each invalid event, nothing else
-    by_value = {e.value: e for e in run.result.events if e.expected_error is not None}
-    for (_, value, headers), *_ in copies.values():
-        reason = f"{headers['monitor.error.field'].decode()}: {headers['monitor.error.reason'].decode()}"
-        assert str(by_value[value].expected_error) in reason, (by_value[value].expected_error, reason)
-    return sum(len(same) for same in copies.values()) - len(copies)
-
-
-def finish(run: Run, group: Group, worker: Worker) -> int:
-    """Drain, then the end state every test requires; returns how many dead letters were published twice."""
-    group.drain()
-    got = parse_metrics(worker.metrics_text())
-    assert_same(got, run.expected)
-    assert_offline(got, run)
-    return assert_dead_letters(run, group, got)
-
 
 def eventually_same(worker: Worker, run: Run, seconds: float) -> float:
     """Wait until the worker exports the stream's numbers (no message arrives to trigger anything)."""

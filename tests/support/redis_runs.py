@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
+from monitor.core.grades import SEED_SCALE
+from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.transition import AnnotationRequest
 from monitor.pipeline.batch import Message
-from monitor.pipeline.memory import partition_of
+from monitor.pipeline.memory import MemoryPipeline, partition_of
 from monitor.pipeline.writer import RedisState
 
 
@@ -42,3 +45,23 @@ async def run_through_redis(state: RedisState, events: list[tuple[str, bytes, by
             assert (await state.handle(partition, topic, offset, value)).skipped
     await state.advance(math.inf)
     return requests
+
+
+def with_query_labels(events: list[tuple[str, bytes, bytes]]) -> list[tuple[str, bytes, bytes]]:
+    """Add query-level judgments for two queries (fanned out to their sessions in the join)."""
+    out = list(events)
+    for sid in ("s3", "s7"):
+        grades = [{"doc_id": f"d{sid[1:]}-{j}", "grade": j % 4} for j in range(50)]
+        out.append(("annotations", f"q-{sid}".encode(),
+                    json.dumps({"type": "annotation", "query": f"q-{sid}", "grades": grades}).encode()))
+    return out
+
+
+def in_process(events: list[tuple[str, bytes, bytes]], config: StreamConfig, partitions: int,
+               **options: int) -> MemoryPipeline:
+    """The in-process core fed ``events`` to the end (every due session closed): the reference."""
+    memory = MemoryPipeline(config, SEED_SCALE, partitions=partitions, **options)
+    for topic, key, value in events:
+        memory.submit(topic, key, value)
+    memory.advance(math.inf)
+    return memory

@@ -1,14 +1,21 @@
 """The end-to-end worker stream: its config, the in-process expectation, and comparing a worker's /metrics to
-it.
+it; the end state every end-to-end and fault test requires (:func:`finish`: the same numbers as in process,
+the offline recomputation, the dead letters), and a group's progress read from its offsets in Redis (one
+server or a cluster).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import time
+from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
+import redis
+import redis.cluster
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.registry import Collector
 
@@ -18,10 +25,19 @@ from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import StreamConfig, stream_toml
 from monitor.export.canary import CanaryCollector
 from monitor.export.prometheus import RelevanceCollector
+from monitor.pipeline.client import cluster_seeds, is_cluster_url
 from monitor.pipeline.memory import MemoryPipeline
 from monitor.sim import SimConfig, SimResult, simulate
 from tests.support.simulated import recompute as recompute_truth
-from tests.support.worker_harness import Group, Samples, Stream, flush_events, parse_metrics
+from tests.support.worker_harness import (
+    Group,
+    Samples,
+    Stream,
+    Worker,
+    flush_events,
+    parse_metrics,
+    read_topic,
+)
 
 SESSIONS = int(os.environ.get("MONITOR_E2E_SESSIONS", "20000"))
 # Closing is spread over steps (at most max_closes_per_step per message), and how many steps follow the
@@ -89,12 +105,12 @@ def exported(memory: MemoryPipeline, *more: Collector) -> Samples:
     return parse_metrics(generate_latest(registry).decode())
 
 
-def make_run(kafka_bootstrap: str, sessions: int, seed: int, partitions: int = 4) -> Run:
+def make_run(kafka_bootstrap: str, sessions: int, seed: int, partitions: int = 4, replication: int = 1) -> Run:
     """Simulate, compute what the in-process core exports for the stream, produce it to fresh topics of
-    ``partitions`` partitions."""
+    ``partitions`` partitions (with ``replication`` replicas)."""
     result = simulate(SimConfig(seed=seed, n_sessions=sessions, duration_s=6 * 3600, bucket_hint_share=1.0,
                                 invalid_rate=0.02))
-    stream = Stream(kafka_bootstrap, partitions=partitions)
+    stream = Stream(kafka_bootstrap, partitions=partitions, replication=replication)
     flush = flush_events(stream, max(e.ts for e in result.events) + CONFIG.join_window + 1)
     events = [*result.events, *flush]
     memory = MemoryPipeline(CONFIG, SEED_SCALE, partitions=stream.partitions)
@@ -116,3 +132,87 @@ def new_group(run: Run, redis_url: str, tmp_path: Path, made: list[Group], name:
     group = Group(run.stream, redis_url, tmp_path, name, CONFIG_TOML, extra_env=dict(env or {}))
     made.append(group)
     return group
+
+
+def sync_redis(url: str) -> redis.Redis | redis.cluster.RedisCluster:
+    """A blocking client for ``url``: one server, or a cluster for a ``redis+cluster://`` URL."""
+    if is_cluster_url(url):
+        first, seeds = cluster_seeds(url)
+        nodes = [redis.cluster.ClusterNode(host, port) for host, port in seeds[1:]]
+        return redis.cluster.RedisCluster.from_url(first, startup_nodes=nodes, socket_timeout=5)
+    return redis.Redis.from_url(url, socket_timeout=5)
+
+
+class Progress:
+    """How many source messages the group has applied, from its offsets in Redis (all processes)."""
+
+    def __init__(self, redis_url: str, group: Group) -> None:
+        self.client = sync_redis(redis_url)
+        self.keys = [f"{group.app_id}:{{p{p}}}:meta" for p in range(group.stream.partitions)]
+        self.fields = [f"off:{topic}" for topic in group.stream.topics.values()]
+
+    def applied(self) -> int:
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            for key in self.keys:
+                pipe.hmget(key, self.fields)
+            return sum(int(v) + 1 for row in pipe.execute() for v in row if v is not None)
+        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException):
+            return -1
+
+    def wait(self, at_least: float, seconds: float = 300.0) -> int:
+        deadline = time.monotonic() + seconds
+        while (done := self.applied()) < at_least:
+            assert time.monotonic() < deadline, f"only {done} of {at_least:.0f} messages applied"
+            time.sleep(0.02)
+        return done
+
+
+def assert_offline(got: dict[Any, float], run: Run) -> int:
+    """The 24h window against the recomputation of every session from the simulator's truth; returns the
+    sessions scored (more than half the stream's)."""
+    scored = 0
+    for group_key, want in recompute(run.result).items():
+        bucket, ranker, variant = group_key.split("|")
+        labels = {"bucket": bucket, "ranker": ranker, "variant": variant, "window": "24h"}
+        short = tuple(sorted(labels.items()))
+        full = tuple(sorted({**labels, "k": str(CONFIG.k[bucket])}.items()))
+        assert got[("search_relevance_sessions_scored", short)] == want["sessions"], group_key
+        assert got[("search_relevance_sessions_expired", short)] == want["expired"], group_key
+        if want["sessions"]:
+            scored += int(want["sessions"])
+            assert got[("search_relevance_dcg", full)] == pytest.approx(want["dcg"] / want["sessions"], abs=1e-9)
+            assert got[("search_relevance_ndcg", full)] == pytest.approx(want["ndcg"] / want["sessions"], abs=1e-9)
+            pnr = want["pos"] / want["neg"] if want["neg"] else math.inf
+            assert got[("search_relevance_pnr", full)] == pytest.approx(pnr, rel=1e-12)
+    assert scored > run.result.config.n_sessions // 2
+    return scored
+
+
+def assert_dead_letters(run: Run, group: Group, got: dict[Any, float]) -> int:
+    """Dead letters: exactly once in the state (the counter is the number of invalid events), at least once
+    on the topic (every invalid event, byte for byte with its reason; copies of one source offset are
+    identical; nothing else). Returns how many were published twice."""
+    invalid = sorted(e.value for e in run.result.events if e.expected_error is not None)
+    assert sum(v for (n, _), v in got.items() if n == "search_relevance_dead_letters_total") == len(invalid)
+    copies: dict[tuple[bytes, ...], list[tuple[bytes | None, bytes, dict[str, bytes]]]] = defaultdict(list)
+    for key, value, headers in read_topic(run.stream.bootstrap, group.outputs.dead_letters):
+        source = tuple(headers[f"monitor.source.{h}"] for h in ("topic", "partition", "offset"))
+        copies[source].append((key, value, headers))
+    assert all(all(c == same[0] for c in same) for same in copies.values())  # copies are identical
+    assert sorted(same[0][1] for same in copies.values()) == invalid  # each invalid event, nothing else
+    by_value = {e.value: e for e in run.result.events if e.expected_error is not None}
+    for (_, value, headers), *_ in copies.values():
+        reason = f"{headers['monitor.error.field'].decode()}: {headers['monitor.error.reason'].decode()}"
+        assert str(by_value[value].expected_error) in reason, (by_value[value].expected_error, reason)
+    return sum(len(same) for same in copies.values()) - len(copies)
+
+
+def finish(run: Run, group: Group, worker: Worker) -> int:
+    """Drain, then the end state every test requires: the in-process numbers, the offline recomputation
+    and the dead letters; returns how many dead letters were published twice."""
+    group.drain()
+    got = parse_metrics(worker.metrics_text())
+    assert_same(got, run.expected)
+    assert_offline(got, run)
+    return assert_dead_letters(run, group, got)

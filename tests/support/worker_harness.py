@@ -48,6 +48,8 @@ class Stream:
     partitions: int = 4
     security: KafkaSecurity | None = None
     """How the harness's own Kafka clients connect (SASL, TLS); the workers get theirs from ``extra_env``."""
+    replication: int = 1
+    """Replicas of the topics the harness and the workers create (3 on a Kafka cluster)."""
 
     def kafka_options(self) -> dict[str, Any]:
         """Keyword arguments of aiokafka clients for :attr:`security` (plaintext when it is None)."""
@@ -62,7 +64,8 @@ class Stream:
         t = self.topics
         outputs = Topics(t["impressions"], t["annotations"], t["deploys"], f"e2e-{self.tag}-unused-dead-letters",
                          f"e2e-{self.tag}-unused-requests")
-        asyncio.run(ensure_topics(self.bootstrap, outputs, self.partitions, security=self.security))
+        asyncio.run(ensure_topics(self.bootstrap, outputs, self.partitions, self.replication,
+                                  security=self.security))
         return asyncio.run(produce(self.bootstrap, self.topics, events, security=self.security))
 
 
@@ -136,6 +139,7 @@ class Group:
                 "MONITOR_TOPIC_IMPRESSIONS": out.impressions, "MONITOR_TOPIC_ANNOTATIONS": out.annotations,
                 "MONITOR_TOPIC_DEPLOYS": out.deploys, "MONITOR_TOPIC_DEAD_LETTERS": out.dead_letters,
                 "MONITOR_TOPIC_REQUESTS": out.requests, "MONITOR_PARTITIONS": str(self.stream.partitions),
+                "MONITOR_REPLICATION_FACTOR": str(self.stream.replication),
                 "MONITOR_HTTP_PORT": str(port), "MONITOR_CONFIG": str(config),
                 "MONITOR_DATADIR": str(self.workdir / f"{self.name}-{port}"), "MONITOR_LOG_LEVEL": "warning",
                 **self.extra_env}

@@ -45,6 +45,8 @@ def test_defaults_then_file_then_environment(tmp_path: Path) -> None:
     ({"MONITOR_PARTITIONS": "0"}, "MONITOR_PARTITIONS: must be an integer in 1..10000, got '0'"),
     ({"MONITOR_KAFKA_BOOTSTRAP": "kafka"}, "MONITOR_KAFKA_BOOTSTRAP: expected host:port"),
     ({"MONITOR_REDIS_URL": "http://x"}, "MONITOR_REDIS_URL: expected a redis://"),
+    ({"MONITOR_REDIS_URL": "redis+cluster://a:1,b/0"}, "MONITOR_REDIS_URL: a Redis Cluster URL lists its nodes"),
+    ({"MONITOR_REDIS_URL": "redis+cluster://a:1/2"}, "MONITOR_REDIS_URL: a Redis Cluster has only database 0"),
     ({"MONITOR_SCALE": "stars"}, "MONITOR_SCALE: "),
     ({"MONITOR_CANARY_ALPHA": "1.5"}, "MONITOR_CANARY_ALPHA: must be a number strictly between 0 and 1"),
     ({"MONITOR_CANARY_BASELINE_WINDOW": "0"}, "MONITOR_CANARY_BASELINE_WINDOW: must be a positive number of"),
@@ -243,13 +245,28 @@ def test_a_file_giving_a_secret_twice_is_refused(tmp_path: Path) -> None:
         load_settings({}, config)
 
 
+def test_a_redis_cluster_url_with_tls_and_a_password_outside_it(tls: TlsFiles) -> None:
+    url = "rediss+cluster://monitor@10.0.0.1:6380,10.0.0.2:6380/0"
+    settings = load_settings({"MONITOR_REDIS_URL": url, "MONITOR_REDIS_PASSWORD": REDIS_PASSWORD,
+                              "MONITOR_REDIS_SSL_CAFILE": str(tls.ca)})
+    assert settings.redis_url == url
+    assert settings.redis_options() == {"password": REDIS_PASSWORD, "ssl_ca_certs": str(tls.ca)}
+    assert describe(settings)["redis_security"] == {"tls": True, "cluster": True, "username": "monitor",
+                                                    "password": "set", "cafile": str(tls.ca), "certfile": None}
+    plain = load_settings({"MONITOR_REDIS_URL": f"redis+cluster://monitor:{REDIS_PASSWORD}@10.0.0.1:6379"})
+    assert describe(plain)["redis_security"] == {"tls": False, "cluster": True, "username": "monitor",
+                                                 "password": "set"}
+    assert REDIS_PASSWORD not in json.dumps(describe(plain))
+
+
 def test_security_secrets_are_hidden(tls: TlsFiles, tmp_path: Path) -> None:
     settings = load_settings(secure_env(tls, tmp_path))
     shown = json.dumps(describe(settings)) + repr(settings) + repr(settings.kafka_security())
     assert KAFKA_PASSWORD not in shown and REDIS_PASSWORD not in shown
     assert describe(settings)["kafka_security"]["sasl_password"] == "set"
-    assert describe(settings)["redis_security"] == {"tls": True, "username": "monitor", "password": "set",
-                                                    "cafile": str(tls.ca), "certfile": str(tls.client_cert)}
+    assert describe(settings)["redis_security"] == {"tls": True, "cluster": False, "username": "monitor",
+                                                    "password": "set", "cafile": str(tls.ca),
+                                                    "certfile": str(tls.client_cert)}
     assert repr(settings.kafka_security().faust_credentials()).count(KAFKA_PASSWORD) == 0
 
 
