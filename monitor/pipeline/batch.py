@@ -24,6 +24,7 @@ from monitor.core.stream.stats import is_removal
 from monitor.core.stream.transition import Transition
 from monitor.pipeline.keys import SEQ, Keys
 from monitor.pipeline.scripts import Ops, early_json
+from monitor.pipeline.sketch_cache import field_index
 
 
 class Outcome(NamedTuple):
@@ -198,9 +199,11 @@ class Batch:
         if self.counters:
             ops.add("hincr", keys.p(partition, "cnt"),
                     *(a for (group, name), n in self.counters.items() for a in (f"{group}|{name}", repr(n))))
-        for index, cells in self.sketch.items():  # counts: integers (HINCRBY, cheaper than the float one)
-            key = keys.p(partition, "cms", index)
-            ops.add("hincrint", key, *(a for cell, count in cells.items() for a in (cell, str(int(count)))))
+        width = config.sketch_width
+        for index, cells in self.sketch.items():  # one BITFIELD of u32 counters per slice (sketch_cache.py)
+            key = keys.p(partition, "cmsb", index)
+            ops.add("bitincr", key, *(a for cell, count in cells.items()
+                                      for a in (str(field_index(cell, width)), str(int(count)))))
             ops.add("expire", key, str(int(config.frequency_window * 2)))
         for (bucket, period), used in self.budget.items():
             key = keys.p(partition, "bud", period)

@@ -4,11 +4,11 @@ Partition keys carry the partition as a Redis Cluster hash tag, ``srm:{p3}:…``
 session records (``s:<session>``), early labels (``e:<session>``, and the ``early`` zset of them by
 arrival), deadlines (``dl``), aggregate slices (``agg:<window>:<index>``), running totals (``add``,
 ``rem``), epochs (``ep:<index>``, ``qep:<index>``), ranker spans (``seen``), counters (``cnt``), sketch
-(``cms:<index>``), budget (``bud:<period>``), deploys, outbox and ``meta`` (watermark ``wm``, applied
-offsets ``off:<topic>``, the commit counter :data:`SEQ`) live in one slot: one Lua call writes them all
-atomically. Per-query keys, ``srm:{q:<hash>}:…`` (``labels``, ``label_ts``, ``shared``, ``pending``), are
-in the query's own slot. ``srm:partitions`` is the set of partitions that hold state (what the readers
-walk).
+(``cmsb:<index>``: u32 counters; ``cms:<index>`` hashes before them), budget (``bud:<period>``),
+deploys, outbox and ``meta`` (watermark ``wm``, applied offsets ``off:<topic>``, the commit counter
+:data:`SEQ`) live in one slot: one Lua call writes them all atomically. Per-query keys,
+``srm:{q:<hash>}:…`` (``labels``, ``label_ts``, ``shared``, ``pending``), are in the query's own slot.
+``srm:partitions`` is the set of partitions that hold state (what the readers walk).
 """
 
 from __future__ import annotations

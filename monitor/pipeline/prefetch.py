@@ -120,7 +120,8 @@ async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: Str
         pipe.hgetall(keys.q(qkey, "shared"))
     sketch_order = sorted(cells)
     whole = sketches.missing(partition, sketch_order)
-    for index in whole:
+    for index in whole:  # the counters, and the hash of a slice written before them
+        pipe.get(keys.p(partition, "cmsb", index))
         pipe.hgetall(keys.p(partition, "cms", index))
     limit = config.max_closes_per_step * max(len(events), 1)
     if math.isfinite(final):
@@ -144,8 +145,8 @@ async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: Str
         out.shared[qkey] = parse_shared(results[at])
         at += 1
     for index in whole:
-        sketches.load(partition, index, results[at])
-        at += 1
+        sketches.load(partition, index, results[at], results[at + 1])
+        at += 2
     for index in sketch_order:
         state.sketch[index] = sketches.counts(partition, index, sorted(cells[index]))
     due: list[tuple[str, float]] = []

@@ -1,7 +1,8 @@
 """The query-frequency sketch of the partitions a worker owns, in memory: read once, then kept by its commits.
 
 An impression without ``query_bucket`` is classified by its query's count-min estimate over the last day's
-sketch slices (``cms:<index>``, one per hour by default). Reading those cells from Redis for every batch
+sketch slices (``cmsb:<index>``, one per hour by default: ``depth × width`` u32 counters in a string that
+a commit increments with one ``BITFIELD`` call). Reading those cells from Redis for every batch
 (a Lua script returning every slice's cells of the batch's queries) cost about 2 µs of Redis CPU per
 realistic message, and as much again to pack and parse. But a partition's sketch has one writer: the
 worker that owns the partition (every commit is fenced), so the owner can keep the slices it has read in
@@ -45,12 +46,18 @@ class SketchCache:
         held = self._slices.get(partition, {})
         return sorted(i for i in set(indices) if i not in held)
 
-    def load(self, partition: int, index: int, stored: Mapping[bytes | str, bytes | str]) -> None:
-        """A slice as read from Redis (``HGETALL`` of ``cms:<index>``)."""
+    def load(self, partition: int, index: int, counters: bytes | None,
+             stored: Mapping[bytes | str, bytes | str] | None = None) -> None:
+        """A slice as read from Redis: ``cmsb:<index>`` (``GET``: the u32 counters, big-endian, as
+        ``BITFIELD`` keeps them; a string shorter than the slice holds zeros beyond its end) and a hash
+        ``cms:<index>`` of the same slice written before the counters were (``HGETALL``; empty since)."""
         counts = np.zeros(self.size, dtype=np.float64)
-        for field, value in stored.items():
+        if counters:
+            stored_counts = np.frombuffer(counters[:4 * self.size], dtype=">u4")
+            counts[:stored_counts.size] += stored_counts
+        for field, value in (stored or {}).items():
             name = field.decode() if isinstance(field, bytes) else field
-            counts[field_index(name, self.width)] = float(value)
+            counts[field_index(name, self.width)] += float(value)
         held = self._slices.setdefault(partition, {})
         held[index] = counts
         newest = max(held)

@@ -1,9 +1,12 @@
 """The worker's in-memory sketch slices (monitor/pipeline/sketch_cache.py) against the slices as Redis
-would hold them: loaded whole, kept by committed increments, forgotten on demand, windowed."""
+would hold them: loaded whole (u32 counters as BITFIELD keeps them, plus a hash of before them), kept by
+committed increments, forgotten on demand, windowed."""
 
 from __future__ import annotations
 
 import random
+
+import numpy as np
 
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.sketch import cell_field, sketch_cells
@@ -34,8 +37,16 @@ def test_counts_follow_loads_and_committed_increments_like_a_store_would() -> No
                     store.setdefault(slot, {})[f] = store.get(slot, {}).get(f, 0.0) + amount
             cache.committed(0, increments)
         wanted = list(range(index - CONFIG.frequency_slices + 1, index + 1))
-        for slot in cache.missing(0, wanted):
-            cache.load(0, slot, {f.encode(): str(int(v)).encode() for f, v in store.get(slot, {}).items()})
+        for n, slot in enumerate(cache.missing(0, wanted)):
+            counters = np.zeros(CONFIG.sketch_width * CONFIG.sketch_depth, dtype=">u4")
+            old: dict[bytes, bytes] = {}
+            for f, v in store.get(slot, {}).items():  # half in the counters, the rest in an old hash
+                if n % 2 == 0 or field_index(f, CONFIG.sketch_width) % 2:
+                    counters[field_index(f, CONFIG.sketch_width)] = int(v)
+                else:
+                    old[f.encode()] = str(int(v)).encode()
+            size = int(counters.nonzero()[0].max() + 1) if counters.any() else 0
+            cache.load(0, slot, counters[:size].tobytes() or None, old)  # BITFIELD's string ends at its last
         fields = sorted({cell_field(c) for q in queries
                          for c in sketch_cells(q, CONFIG.sketch_width, CONFIG.sketch_depth)})
         for slot in wanted:
@@ -47,8 +58,8 @@ def test_counts_follow_loads_and_committed_increments_like_a_store_would() -> No
 
 def test_a_forgotten_partition_is_read_again_and_others_are_kept() -> None:
     cache = SketchCache(CONFIG)
-    cache.load(0, 5, {b"0:1": b"3"})
-    cache.load(1, 5, {b"0:1": b"4"})
+    cache.load(0, 5, None, {b"0:1": b"3"})
+    cache.load(1, 5, np.array([0, 4], dtype=">u4").tobytes())
     cache.forget(0)
     assert cache.missing(0, [5]) == [5] and cache.missing(1, [5]) == []
     cache.committed(0, {5: {"0:1": 1.0}})  # not held: nothing to keep (Redis has it, a load reads it)

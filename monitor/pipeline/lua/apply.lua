@@ -14,8 +14,15 @@ for _, op in ipairs(ops) do
     redis.call('HINCRBY', key, op[3], 1)
   elseif name == 'hincr' then
     for i = 3, #op, 2 do redis.call('HINCRBYFLOAT', key, op[i], op[i + 1]) end
-  elseif name == 'hincrint' then  -- integer counts (the sketch): HINCRBY
-    for i = 3, #op, 2 do redis.call('HINCRBY', key, op[i], op[i + 1]) end
+  elseif name == 'bitincr' then  -- the sketch's u32 counters at these positions, a few BITFIELD calls
+    for first = 3, #op, 1000 do
+      local args = {'OVERFLOW', 'SAT'}
+      for i = first, math.min(first + 999, #op), 2 do
+        table.insert(args, 'INCRBY'); table.insert(args, 'u32'); table.insert(args, '#' .. op[i])
+        table.insert(args, op[i + 1])
+      end
+      redis.call('BITFIELD', key, unpack(args))
+    end
   elseif name == 'hset' then
     for i = 3, #op, 2 do redis.call('HSET', key, op[i], op[i + 1]) end
   elseif name == 'setv' then
