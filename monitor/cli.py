@@ -39,8 +39,9 @@ def _delegate(module: str, environ: Mapping[str, str] | None = None) -> Callable
     return run
 
 
-# monitor evaluate makes no BLAS call; with one BLAS thread, importing numpy does not start a thread per
-# core that spins for a while (50-90 ms of CPU on the 2-core machine, benchmarks/evaluate.py).
+# monitor evaluate makes no BLAS call, and the worker only tiny ones (one process per core is how it scales);
+# with one BLAS thread, importing numpy does not start a thread per core that spins for a while (50-90 ms
+# of CPU on the 2-core machine, benchmarks/evaluate.py), nor competes with Redis and Kafka for the cores.
 ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1"}
 
 
@@ -48,7 +49,7 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "demo": _delegate("monitor.demo.cli"),
     "replay": _delegate("monitor.demo.replay_cli"),
     "report": _delegate("monitor.demo.report_cli"),
-    "worker": _delegate("monitor.worker.cli"),
+    "worker": _delegate("monitor.worker.cli", ONE_BLAS_THREAD),
     "produce": _delegate("monitor.worker.produce"),
     "canary": _delegate("monitor.worker.canary_cli"),
     "annotate": _delegate("monitor.annotate.cli"),

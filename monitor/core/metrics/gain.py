@@ -14,6 +14,7 @@ With ``gain="exponential"`` each g is replaced by 2^g − 1 (Burges et al. 2005)
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
@@ -33,15 +34,23 @@ def transform_gains(gains: FloatArray, gain: Gain) -> FloatArray:
 
 
 def discounts(n: int, discount: Discount = "log2") -> FloatArray:
-    """The discount factors 1/d_i for ranks 1..n."""
+    """The discount factors 1/d_i for ranks 1..n (read only: remembered for the lengths of the last 256
+    calls, as the stream scores list after list of the same k)."""
+    return _discounts(n, discount)
+
+
+@lru_cache(maxsize=256)
+def _discounts(n: int, discount: Discount) -> FloatArray:
     ranks = np.arange(1, n + 1, dtype=np.float64)
     if discount == "log2":
-        return 1.0 / np.log2(ranks + 1.0)
-    if discount == "jk":
+        out = 1.0 / np.log2(ranks + 1.0)
+    elif discount == "jk":
         out = np.ones(n, dtype=np.float64)
         out[1:] = 1.0 / np.log2(ranks[1:])
-        return out
-    raise ValueError(f"unknown discount {discount!r}; accepted: log2, jk")
+    else:
+        raise ValueError(f"unknown discount {discount!r}; accepted: log2, jk")
+    out.setflags(write=False)
+    return out
 
 
 def cg(gains: ArrayLike, k: int | None = None) -> float:

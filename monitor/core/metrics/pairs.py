@@ -75,17 +75,18 @@ def pair_counts(grades: ArrayLike, scores: ArrayLike) -> PairCounts:
         raise ValueError(f"grades and scores differ in length: {y.size} != {s.size}")
     if np.isnan(s).any() or np.isnan(y).any():
         raise ValueError("grades and scores must not be NaN")
-    upper = np.triu_indices(y.size, k=1)
-    # comparisons, not differences: inf − inf would be NaN
-    ds = (np.greater(s[:, None], s[None, :]).astype(np.int8) - np.less(s[:, None], s[None, :]))[upper]
-    dy = (np.greater(y[:, None], y[None, :]).astype(np.int8) - np.less(y[:, None], y[None, :]))[upper]
+    # comparisons, not differences: inf − inf would be NaN. Over the whole n × n matrix, not its upper
+    # triangle: both signs flip with the order of a pair, so every pair is counted twice (and the diagonal,
+    # a document against itself, once as score-tied), which is cheaper than indexing the triangle
+    ds = np.greater(s[:, None], s[None, :]).astype(np.int8) - np.less(s[:, None], s[None, :])
+    dy = np.greater(y[:, None], y[None, :]).astype(np.int8) - np.less(y[:, None], y[None, :])
     ordered = ds != 0
     product = ds * dy
     return PairCounts(
-        concordant=int(np.count_nonzero(ordered & (product > 0))),
-        discordant=int(np.count_nonzero(ordered & (product < 0))),
-        grade_tied=int(np.count_nonzero(ordered & (dy == 0))),
-        score_tied=int(np.count_nonzero(~ordered)),
+        concordant=int(np.count_nonzero(ordered & (product > 0))) // 2,
+        discordant=int(np.count_nonzero(ordered & (product < 0))) // 2,
+        grade_tied=int(np.count_nonzero(ordered & (dy == 0))) // 2,
+        score_tied=(int(np.count_nonzero(~ordered)) - y.size) // 2,
     )
 
 
