@@ -21,6 +21,9 @@ from monitor.core.stream.sampling import budget_period
 from monitor.core.stream.session import SessionRecord, query_key
 from monitor.core.stream.transition import Loaded, Transition
 
+_EMPTY: Labels = {}  # what load gives for none: shared, never changed (nobody changes what load gives)
+_EMPTY_STAMPS: Stamps = {}
+
 
 @dataclass
 class PartitionState:
@@ -75,20 +78,22 @@ class PartitionState:
              shared: Mapping[str, SharedGrades] | None = None,
              query_stamps: Mapping[str, Stamps] | None = None) -> Loaded:
         """What :func:`~monitor.core.stream.join.step` reads for ``event`` (``shared``: the queries' shared
-        grades, read by impressions and shared-grade refreshes; not copied, the step only reads them;
-        ``query_stamps``: the ts of the queries' judgments)."""
+        grades, read by impressions and shared-grade refreshes; ``query_stamps``: the ts of the queries'
+        judgments). Nothing is copied: the step only reads what it loads, and every store replaces a
+        mapping it changes (a session's early labels, a query's judgments or shared grades) with a new
+        one rather than changing it in place."""
         loaded = Loaded(watermark=self.watermark)
         if isinstance(event, Impression | Annotation) and event.session_id is not None:
             loaded.record = self.records.get(event.session_id)
-            loaded.early_labels = dict(self.early.get(event.session_id, {}))
-            loaded.early_stamps = dict(self.early_stamps.get(event.session_id, {}))
+            loaded.early_labels = self.early.get(event.session_id, _EMPTY)
+            loaded.early_stamps = self.early_stamps.get(event.session_id, _EMPTY_STAMPS)
         if isinstance(event, Annotation) and event.query_key is not None and shared is not None:
             loaded.shared = shared.get(event.query_key, {})
         if isinstance(event, Impression):
             key = query_key(event.query)
-            loaded.query_labels = dict(query_labels.get(key, {}))
+            loaded.query_labels = query_labels.get(key, _EMPTY)
             if query_stamps is not None:
-                loaded.query_stamps = dict(query_stamps.get(key, {}))
+                loaded.query_stamps = query_stamps.get(key, _EMPTY_STAMPS)
             if shared is not None:
                 loaded.shared = shared.get(key, {})
             if event.query_bucket is None:  # only then is the bucket estimated from the sketch

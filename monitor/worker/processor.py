@@ -153,9 +153,9 @@ class Processor:
             now = time.monotonic()
             for index, message in enumerate(batch):
                 by_partition.setdefault(message.partition, []).append(index)
-                self.consumed[message.topic] += 1
-                if message.topic == self.topics.impressions:
-                    self.last_impression[message.partition] = now
+            self.consumed.update(message.topic for message in batch)
+            impressions = self.topics.impressions
+            self.last_impression.update((m.partition, now) for m in batch if m.topic == impressions)
             parts = list(by_partition.items())
             results = await asyncio.gather(*(self._partition(p, [batch[i] for i in indices])
                                              for p, indices in parts), return_exceptions=True)
@@ -202,9 +202,8 @@ class Processor:
                     raise
                 await self._catch_up(partition, behind.topic, behind.stored, behind.offset)
                 continue
-            if generation == self._generation:
-                for c in part:
-                    self.positions[(c.topic, partition)] = c.offset
+            if generation == self._generation:  # (in offset order: the last of each topic stays)
+                self.positions.update(((c.topic, partition), c.offset) for c in part)
             return results
 
     async def _catch_up(self, partition: int, topic: str, stored: int, end: int) -> None:

@@ -5,13 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
+from functools import lru_cache
 from typing import Literal
 
 Status = Literal["pending", "scored", "expired"]
 
 
+@lru_cache(maxsize=16384)
 def query_key(query: str) -> str:
-    """A stable, fixed-length key for a query's text (the text itself is never a key or a label)."""
+    """A stable, fixed-length key for a query's text (the text itself is never a key or a label);
+    remembered for the 16,384 most recent queries (head queries repeat, and a batch asks several times)."""
     return hashlib.blake2b(query.encode("utf-8"), digest_size=12, person=b"query-key").hexdigest()
 
 
