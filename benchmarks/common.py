@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from redis.asyncio import Redis
 
+from monitor.pipeline.batch import Message
+from monitor.pipeline.memory import partition_of
+from monitor.pipeline.writer import RedisState
 from tests.support.worker_harness import Group, Stream, Worker, parse_metrics
 
 PARTITIONS = 4
@@ -116,6 +120,36 @@ class Cleanup:
         except Exception as error:  # the numbers are printed already; say so and go on
             say(f"could not delete the topics ({type(error).__name__}: {error})")
         say(f"cleaned up: {keys} Redis keys, {len(set(self.topics))} topics")
+
+
+# -- the core and Redis without Kafka ------------------------------------------------------------------
+def partition_queues(events: Iterable[tuple[str, bytes, bytes]], partitions: int) -> list[list[Message]]:
+    """Each partition's messages (topic, key, value) in order with their offsets, as Kafka would hold them
+    (keys hashed with its default partitioner)."""
+    queues: list[list[Message]] = [[] for _ in range(partitions)]
+    offsets: dict[tuple[int, str], int] = {}
+    for topic, key, value in events:
+        partition = partition_of(key, partitions)
+        offset = offsets.get((partition, topic), -1) + 1
+        offsets[(partition, topic)] = offset
+        queues[partition].append(Message(topic, offset, value, topic))
+    return queues
+
+
+async def apply_round_robin(state: RedisState, queues: list[list[Message]], batch: int) -> None:
+    """Apply ``queues`` through ``state``, a batch of at most ``batch`` messages of each partition in turn
+    (as a worker takes them), the fan-outs each batch publishes applied at once."""
+    partitions = len(queues)
+    positions = [0] * partitions
+    while any(positions[p] < len(queues[p]) for p in range(partitions)):
+        for p in range(partitions):
+            chunk = queues[p][positions[p]:positions[p] + batch]
+            positions[p] += len(chunk)
+            if not chunk:
+                continue
+            for outcome in await state.handle_batch(p, chunk):
+                for session_id, annotation in outcome.fan_out:
+                    await state.apply_event(partition_of(session_id.encode(), partitions), annotation)
 
 
 # -- CPU and memory -----------------------------------------------------------------------------------

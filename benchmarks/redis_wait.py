@@ -43,14 +43,15 @@ from redis.asyncio.cluster import ClusterPipeline
 import monitor.pipeline.scripts as scripts_module
 from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import StreamConfig
-from monitor.pipeline.batch import Message
 from monitor.pipeline.client import RedisClient, RedisPipeline, connect, execute_replicated, queue_waits
-from monitor.pipeline.memory import partition_of
 from monitor.pipeline.writer import RedisState
 from monitor.services.ports import free_port
 from monitor.services.redis_cluster import RedisClusterServer
 from monitor.services.redis_server import RedisServer
 from monitor.sim import SimConfig, simulate
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import apply_round_robin, partition_queues  # benchmarks/common.py
 
 CONFIG = StreamConfig(budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
 SETUPS = ("one", "cluster", "cluster+wait", "cluster+wait+commit")
@@ -112,26 +113,11 @@ async def one_run(url: str, setup: str, events: list[tuple[str, bytes, bytes]], 
     commits: list[float] = []
     writes: list[float] = []
     state._commit = timed(commits, state._commit)  # type: ignore[method-assign]
-    queues: list[list[Message]] = [[] for _ in range(partitions)]
-    offsets: dict[tuple[int, str], int] = {}
-    for topic, key, value in events:
-        partition = partition_of(key, partitions)
-        offset = offsets.get((partition, topic), -1) + 1
-        offsets[(partition, topic)] = offset
-        queues[partition].append(Message(topic, offset, value, topic))
+    queues = partition_queues(events, partitions)
     try:
         with replication(setup, writes):
             started = time.perf_counter()
-            positions = [0] * partitions
-            while any(positions[p] < len(queues[p]) for p in range(partitions)):
-                for p in range(partitions):
-                    chunk = queues[p][positions[p]:positions[p] + batch]
-                    positions[p] += len(chunk)
-                    if not chunk:
-                        continue
-                    for outcome in await state.handle_batch(p, chunk):
-                        for session_id, annotation in outcome.fan_out:
-                            await state.apply_event(partition_of(session_id.encode(), partitions), annotation)
+            await apply_round_robin(state, queues, batch)
             wall = time.perf_counter() - started
     finally:
         await redis.aclose()

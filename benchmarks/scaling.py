@@ -37,13 +37,11 @@ from redis.asyncio import Redis
 from monitor.core.decoding import decode_event
 from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import StreamConfig
-from monitor.pipeline.batch import Message
-from monitor.pipeline.memory import partition_of
 from monitor.pipeline.writer import RedisState
 from monitor.sim import SimConfig, simulate
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
-from common import services  # benchmarks/common.py: the services' addresses
+from common import apply_round_robin, partition_queues, services  # benchmarks/common.py
 
 CONFIG = StreamConfig(budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
 
@@ -73,26 +71,11 @@ async def one_run(redis_url: str, events: list[tuple[str, bytes, bytes]], partit
     redis = Redis.from_url(redis_url)
     prefix = f"bench-scaling-{uuid.uuid4().hex[:8]}"
     state = RedisState(redis, CONFIG, SEED_SCALE, partitions, prefix=prefix)
-    queues: list[list[Message]] = [[] for _ in range(partitions)]
-    offsets: dict[tuple[int, str], int] = {}
-    for topic, key, value in events:
-        partition = partition_of(key, partitions)
-        offset = offsets.get((partition, topic), -1) + 1
-        offsets[(partition, topic)] = offset
-        queues[partition].append(Message(topic, offset, value, topic))
+    queues = partition_queues(events, partitions)
     try:
         cpu0, commands0, memory0 = await redis_counters(redis)
         wall0, core0 = time.perf_counter(), time.process_time()
-        positions = [0] * partitions
-        while any(positions[p] < len(queues[p]) for p in range(partitions)):
-            for p in range(partitions):  # round robin over partitions, one batch each, as a worker would
-                chunk = queues[p][positions[p]:positions[p] + batch]
-                positions[p] += len(chunk)
-                if not chunk:
-                    continue
-                for outcome in await state.handle_batch(p, chunk):
-                    for session_id, annotation in outcome.fan_out:
-                        await state.apply_event(partition_of(session_id.encode(), partitions), annotation)
+        await apply_round_robin(state, queues, batch)
         wall, core = time.perf_counter() - wall0, time.process_time() - core0
         cpu1, commands1, memory1 = await redis_counters(redis)
         return Run(len(events), sessions, wall, core, cpu1 - cpu0, commands1 - commands0, memory1 - memory0)

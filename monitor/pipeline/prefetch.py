@@ -119,6 +119,7 @@ async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: Str
     for qkey in refreshed:
         pipe.hgetall(keys.q(qkey, "shared"))
     sketch_order = sorted(cells)
+    sketches.prune(partition, sketch_order)
     whole = sketches.missing(partition, sketch_order)
     for index in whole:  # the counters, and the hash of a slice written before them
         pipe.get(keys.p(partition, "cmsb", index))

@@ -58,11 +58,16 @@ class SketchCache:
         for field, value in (stored or {}).items():
             name = field.decode() if isinstance(field, bytes) else field
             counts[field_index(name, self.width)] += float(value)
-        held = self._slices.setdefault(partition, {})
-        held[index] = counts
-        newest = max(held)
-        for old in [i for i in held if i <= newest - self.keep and i != index]:  # out of the window
-            del held[old]
+        self._slices.setdefault(partition, {})[index] = counts
+
+    def prune(self, partition: int, needed: Iterable[int]) -> None:
+        """Drop the slices a batch that needs ``needed`` does not, once older than the newest's window
+        (an impression a day older than the others needs its own day of slices, for that batch)."""
+        held, wanted = self._slices.get(partition), set(needed)
+        if held and wanted:
+            newest = max(max(held), max(wanted))
+            for old in [i for i in held if i <= newest - self.keep and i not in wanted]:
+                del held[old]
 
     def counts(self, partition: int, index: int, fields: list[str]) -> dict[str, float]:
         """``fields``' counts in a held slice (zeros included: an empty cell reads as 0 either way)."""

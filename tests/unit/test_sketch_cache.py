@@ -37,6 +37,7 @@ def test_counts_follow_loads_and_committed_increments_like_a_store_would() -> No
                     store.setdefault(slot, {})[f] = store.get(slot, {}).get(f, 0.0) + amount
             cache.committed(0, increments)
         wanted = list(range(index - CONFIG.frequency_slices + 1, index + 1))
+        cache.prune(0, wanted)
         for n, slot in enumerate(cache.missing(0, wanted)):
             counters = np.zeros(CONFIG.sketch_width * CONFIG.sketch_depth, dtype=">u4")
             old: dict[bytes, bytes] = {}
@@ -65,3 +66,14 @@ def test_a_forgotten_partition_is_read_again_and_others_are_kept() -> None:
     cache.committed(0, {5: {"0:1": 1.0}})  # not held: nothing to keep (Redis has it, a load reads it)
     assert cache.missing(0, [5]) == [5]
     assert cache.counts(1, 5, ["0:1", "1:2"]) == {"0:1": 4.0, "1:2": 0.0}
+
+
+def test_a_batch_that_needs_an_older_day_of_slices_keeps_both_until_it_is_done() -> None:
+    cache = SketchCache(CONFIG)
+    recent, old = [20, 21, 22, 23], [5, 6, 7, 8]  # an impression a day older than the others
+    cache.prune(0, recent + old)
+    for slot in cache.missing(0, recent + old):
+        cache.load(0, slot, None, {b"0:1": str(slot).encode()})
+    assert all(cache.counts(0, slot, ["0:1"]) == {"0:1": float(slot)} for slot in recent + old)
+    cache.prune(0, recent)  # the next batch needs only the recent day: the old one goes
+    assert cache.missing(0, old) == old and cache.missing(0, recent) == []
