@@ -3,6 +3,7 @@ aiokafka, and the CPU each part of the system spends (a process tree's from /pro
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import math
@@ -136,6 +137,14 @@ def partition_queues(events: Iterable[tuple[str, bytes, bytes]], partitions: int
     return queues
 
 
+def round_robin_arguments(parser: argparse.ArgumentParser, sessions: int) -> None:
+    """The options of a benchmark that drives :func:`apply_round_robin` over a simulated stream."""
+    parser.add_argument("--sessions", type=int, default=sessions, help="simulated sessions per run")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=500, help="messages per batch at most (the worker's)")
+    parser.add_argument("--repeats", type=int, default=3)
+
+
 async def apply_round_robin(state: RedisState, queues: list[list[Message]], batch: int) -> None:
     """Apply ``queues`` through ``state``, a batch of at most ``batch`` messages of each partition in turn
     (as a worker takes them), the fan-outs each batch publishes applied at once."""
@@ -246,9 +255,8 @@ async def committed_at_end(stream: Stream, group_id: str, ends: dict[tuple[str, 
             if all(committed.get(tp, 0) >= end for tp, end in ends.items()):
                 return now
             for worker in workers:
-                if worker.process.poll() is not None:
-                    raise SystemExit(f"the worker exited ({worker.process.returncode}):\n"
-                                     f"{worker.log.read_text()[-3000:]}")
+                if (why := worker.gone(3000)) is not None:
+                    raise SystemExit(why)
             if now > deadline:
                 raise SystemExit(f"{group_id} did not drain in {timeout:.0f} s")
             await asyncio.sleep(poll)

@@ -51,7 +51,7 @@ from monitor.services.redis_server import RedisServer
 from monitor.sim import SimConfig, simulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import apply_round_robin, partition_queues  # benchmarks/common.py
+from common import apply_round_robin, partition_queues, round_robin_arguments  # benchmarks/common.py
 
 CONFIG = StreamConfig(budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
 SETUPS = ("one", "cluster", "cluster+wait", "cluster+wait+commit")
@@ -127,10 +127,7 @@ async def one_run(url: str, setup: str, events: list[tuple[str, bytes, bytes]], 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sessions", type=int, default=2000, help="simulated sessions per run")
-    parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--batch", type=int, default=500, help="messages per batch at most (the worker's)")
-    parser.add_argument("--repeats", type=int, default=3)
+    round_robin_arguments(parser, sessions=2000)
     args = parser.parse_args()
 
     result = simulate(SimConfig(seed=7, n_sessions=args.sessions, duration_s=6 * 3600, invalid_rate=0.0))

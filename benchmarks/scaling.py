@@ -41,7 +41,12 @@ from monitor.pipeline.writer import RedisState
 from monitor.sim import SimConfig, simulate
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
-from common import apply_round_robin, partition_queues, services  # benchmarks/common.py
+from common import (  # benchmarks/common.py
+    apply_round_robin,
+    partition_queues,
+    round_robin_arguments,
+    services,
+)
 
 CONFIG = StreamConfig(budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
 
@@ -97,10 +102,7 @@ def decode_only(events: list[tuple[str, bytes, bytes]]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sessions", type=int, default=4000, help="simulated sessions per run")
-    parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--batch", type=int, default=500, help="messages per batch at most (the worker's)")
-    parser.add_argument("--repeats", type=int, default=3)
+    round_robin_arguments(parser, sessions=4000)
     parser.add_argument("--redis-url", help="Redis (default: MONITOR_REDIS_URL or monitor services)")
     args = parser.parse_args()
     _, redis_url = services("unused", args.redis_url) if args.redis_url else services(None, None)

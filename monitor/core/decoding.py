@@ -26,23 +26,10 @@ from operator import attrgetter, eq
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from monitor.core import events  # the schemas' constants: events.BUCKETS, events.SCOPES...
 from monitor.core.errors import GradeError
 from monitor.core.event_checks import decode_checked
-from monitor.core.events import (
-    BUCKETS,
-    DEFAULT_LIMITS,
-    DEPLOY_KINDS,
-    QUERY_KEY_PATTERN,
-    SCHEMA_VERSIONS,
-    SCOPES,
-    Annotation,
-    Deploy,
-    Event,
-    Impression,
-    Label,
-    Limits,
-    Result,
-)
+from monitor.core.events import DEFAULT_LIMITS, Annotation, Deploy, Event, Impression, Label, Limits, Result
 from monitor.core.grades import Scale
 
 
@@ -124,7 +111,7 @@ def _results(results: list[Result], limits: Limits) -> tuple[Result, ...]:
 
 
 def _impression(obj: _Impression, limits: Limits) -> Impression:
-    if obj.query_bucket is not None and obj.query_bucket not in BUCKETS:
+    if obj.query_bucket is not None and obj.query_bucket not in events.BUCKETS:
         raise _Refused
     return Impression(_text(obj.session_id, limits.max_id_chars), _text(obj.query, limits.max_query_chars),
                       _text(obj.ranker, limits.max_id_chars), _ts(obj.ts), _results(obj.results, limits),
@@ -146,7 +133,7 @@ def _annotation(obj: _Annotation, scale: Scale, limits: Limits) -> Annotation:
     session = _optional(obj.session_id, limits.max_id_chars)
     query = _optional(obj.query, limits.max_query_chars)
     scope = obj.scope
-    if (session is None) == (query is None) or scope not in SCOPES:
+    if (session is None) == (query is None) or scope not in events.SCOPES:
         raise _Refused
     if scope != "session" and session is None:
         raise _Refused
@@ -155,14 +142,14 @@ def _annotation(obj: _Annotation, scale: Scale, limits: Limits) -> Annotation:
         if obj.query_key is None:
             raise _Refused
         key = _text(obj.query_key, limits.max_id_chars)
-        if not QUERY_KEY_PATTERN.fullmatch(key):
+        if not events.QUERY_KEY_PATTERN.fullmatch(key):
             raise _Refused
     return Annotation(_labels(obj, scale, limits), session, query, None if obj.ts is None else _ts(obj.ts),
                       from_query=scope == "query", query_key=key)
 
 
 def _deploy(obj: _Deploy, limits: Limits) -> Deploy:
-    if obj.kind not in DEPLOY_KINDS:
+    if obj.kind not in events.DEPLOY_KINDS:
         raise _Refused
     return Deploy(obj.kind, _text(obj.ranker, limits.max_id_chars), _ts(obj.ts),
                   _optional(obj.previous, limits.max_id_chars))
@@ -180,7 +167,7 @@ def fast_decode(raw: bytes, scale: Scale, limits: Limits = DEFAULT_LIMITS) -> Ev
             return None
     try:
         obj = _DECODER.decode(raw)
-        if obj.schema not in SCHEMA_VERSIONS:
+        if obj.schema not in events.SCHEMA_VERSIONS:
             return None
         if isinstance(obj, _Impression):
             return _impression(obj, limits)

@@ -86,6 +86,12 @@ class Worker:
         except OSError:
             return False
 
+    def gone(self, tail: int = 4000) -> str | None:
+        """Why this worker is not running, with the end of its log; None while it runs."""
+        if self.process.poll() is None:
+            return None
+        return f"a worker exited ({self.process.returncode}):\n{self.log.read_text()[-tail:]}"
+
     def failures(self, context: int = 40) -> str:
         """The log's lines around each failed message ("processing ... failed", with its traceback), to
         show why a test found a ``processing_error``: the log is gone once the run's folder is."""
@@ -234,9 +240,8 @@ async def _drained(stream: Stream, group: str, timeout: float, settle: float, wo
         else:
             last, since = None, math.inf
         for worker in workers:
-            if worker.process.poll() is not None:
-                raise AssertionError(f"a worker exited ({worker.process.returncode}):\n"
-                                     f"{worker.log.read_text()[-4000:]}")
+            if (why := worker.gone()) is not None:
+                raise AssertionError(why)
         if now > deadline:
             raise AssertionError(f"{group} did not drain in {timeout:.0f} s; behind: {behind}")
         await asyncio.sleep(0.5)
