@@ -400,7 +400,7 @@ async def test_query_merge_is_idempotent_and_old_early_labels_stay_readable(redi
         old = SessionRecord("s2", query_key("q-s2"), "tail", "r1", "control", 1000.0, 3, ["a", "b", "c"],
                             [3.0, 2.0, 1.0], 1300.0, labels={"a": 3, "b": 1})
         await redis.set(state.keys.p(0, "s", "s2"), old.to_json())
-        assert "label_ts" not in old.to_json()
+        assert b"label_ts" not in old.to_json()
         for offset, (topic, _, value) in enumerate([shown("s1"), graded("s1", "c", 1, 5.0),
                                                     graded("s2", "c", 1, 5.0), graded("s2", "a", 0, 1.0)]):
             await state.handle(0, topic, offset, value)

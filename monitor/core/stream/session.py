@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
+
+import msgspec
 
 Status = Literal["pending", "scored", "expired"]
 
@@ -77,18 +80,32 @@ class SessionRecord:
         mask = self.requested
         return {d for i, d in enumerate(self.docs) if mask >> i & 1} if mask else set()
 
-    def to_json(self) -> str:
-        # the fields one level deep (dataclasses.asdict deep-copies every list, ten times slower)
-        # (the stamps only when there are some: a stream without ts stores what it stored before)
-        return json.dumps({f: getattr(self, f) for f in _FIELDS if f not in _OPTIONAL or getattr(self, f)},
-                          ensure_ascii=False, separators=(",", ":"))
+    def to_json(self) -> bytes:
+        """The record as compact UTF-8 JSON (msgspec: ~5x json.dumps), its fields one level deep
+        (dataclasses.asdict deep-copies every list), the stamps only when there are some (a stream
+        without ts stores what it stored before). msgspec writes a non-finite float as null where json
+        writes Infinity; no field of a record holds one (times, validated scores, sums of those), and if
+        one ever did, json writes it as before."""
+        fields_ = {f: getattr(self, f) for f in _FIELDS if f not in _OPTIONAL or getattr(self, f)}
+        if _finite(self.ts, self.deadline, self.scored_at, *(self.contribution or {}).values()):
+            return _ENCODER.encode(fields_)
+        return json.dumps(fields_, ensure_ascii=False, separators=(",", ":")).encode()
 
     @classmethod
     def from_json(cls, text: str | bytes) -> SessionRecord:
-        return cls(**json.loads(text))
+        try:
+            return cls(**_DECODER.decode(text))
+        except msgspec.DecodeError:  # a record json wrote with Infinity (see to_json)
+            return cls(**json.loads(text))
 
 
 _FIELDS = tuple(f.name for f in fields(SessionRecord))
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder(dict[str, Any])
+
+
+def _finite(*values: float | None) -> bool:
+    return all(v is None or math.isfinite(v) for v in values)
 _OPTIONAL = frozenset({"label_ts", "query_label_ts"})
 
 
