@@ -251,6 +251,8 @@ class RedisClusterServer(ServerGroup):
 
 ADMIN = "admin"
 REPLICATION = "replication"
+REPLICATION_ACL = "resetchannels -@all +psync +replconf +ping"
+"""What the replication user may do: what a replica sends its primary (docs/worker.md quotes it)."""
 
 
 @dataclass(frozen=True)
@@ -272,7 +274,7 @@ class Logins:
             "tls-replication yes",
             acl_user(self.username, self.password, f"~{self.key_pattern} {WORKER_ACL}"),
             acl_user(ADMIN, self.admin_password, "~* &* +@all"),
-            acl_user(REPLICATION, self.replication_password, "resetchannels -@all +psync +replconf +ping"),
+            acl_user(REPLICATION, self.replication_password, REPLICATION_ACL),
             f"masteruser {REPLICATION}",
             f"masterauth {self.replication_password}",
             "",
