@@ -14,11 +14,22 @@ bus port), then ``CLUSTER REPLICATE`` once a replica knows its primary. A cluste
 
 The address is ``redis+cluster://127.0.0.1:<p0>,127.0.0.1:<p1>,127.0.0.1:<p2>/0``, the URL scheme the
 worker takes for a cluster (docs/worker.md).
+
+:class:`SecureRedisClusterServer` is the same cluster secured as
+:class:`~monitor.services.redis_server.SecureRedisServer` is one server: every node on a TLS port only
+(``port 0``), its cluster bus and its replication over TLS too (``tls-cluster yes``, ``tls-replication
+yes``), client certificates required (by default), the default user off. Each node has the same three
+ACL users: the worker's (:data:`~monitor.services.redis_server.WORKER_ACL` on its key pattern), ``admin``
+(every command: forming the cluster, the readiness probes, tests that stop a node) and ``replication``
+(``PSYNC``, ``REPLCONF`` and ``PING`` only, which a replica logs in as: ``masteruser``/``masterauth``).
+Its address is ``rediss+cluster://<user>@127.0.0.1:<p0>,...``, without the password.
 """
 
 from __future__ import annotations
 
 import contextlib
+import secrets
+import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,8 +39,9 @@ from typing import ClassVar
 from monitor.services.group import ServerGroup
 from monitor.services.ports import LOOPBACK
 from monitor.services.process import ServiceError
-from monitor.services.redis_server import RedisServer
+from monitor.services.redis_server import WORKER_ACL, RedisServer, acl_user, check_secured, ping_tls, tls_only
 from monitor.services.resp import RespError, call, fields
+from monitor.services.tls import TlsFiles, make_tls_files
 
 PRIMARIES = 3
 SLOTS = 16384
@@ -120,9 +132,13 @@ class RedisClusterServer(ServerGroup):
             raise ServiceError(f"redis-cluster: {replicas} replicas per primary need {count} ports and "
                                f"{count} bus ports, got {len(ports)} and {len(bus_ports)}")
         self.replicas = replicas
-        self.redis_nodes = [RedisClusterNode(self.node_dir(workdir, self.name, i), port, bus, node_timeout_ms)
+        self.redis_nodes = [self.node(self.node_dir(workdir, self.name, i), port, bus, node_timeout_ms)
                             for i, (port, bus) in enumerate(zip(ports, bus_ports, strict=True))]
         super().__init__(workdir, self.redis_nodes)
+
+    def node(self, folder: Path, port: int, bus_port: int, node_timeout_ms: int) -> RedisClusterNode:
+        """One node of this cluster (a secured cluster's are secured)."""
+        return RedisClusterNode(folder, port, bus_port, node_timeout_ms)
 
     @classmethod
     def from_ports(cls, workdir: Path, ports: Mapping[str, int], replicas: int = 0) -> RedisClusterServer:
@@ -143,10 +159,13 @@ class RedisClusterServer(ServerGroup):
         nodes = sum(1 for role in ports if role.startswith("redis-cluster-") and "-bus-" not in role)
         return max(nodes // PRIMARIES - 1, 0)
 
+    def seeds(self) -> str:
+        """The primaries' ``host:port``, comma-separated, as a cluster URL lists them."""
+        return ",".join(node.host_port for node in self.redis_nodes[:PRIMARIES])
+
     @property
     def address(self) -> str:
-        seeds = ",".join(node.host_port for node in self.redis_nodes[:PRIMARIES])
-        return f"redis+cluster://{seeds}/0"
+        return f"redis+cluster://{self.seeds()}/0"
 
     def primary_of(self, index: int) -> int:
         """The primary node that node ``index`` was set up to replicate (itself for a primary)."""
@@ -228,3 +247,122 @@ class RedisClusterServer(ServerGroup):
 
     def why_not(self) -> str:
         return self.healthy(self.redis_nodes) or self.whole() or "healthy now"
+
+
+ADMIN = "admin"
+REPLICATION = "replication"
+REPLICATION_ACL = "resetchannels -@all +psync +replconf +ping"
+"""What the replication user may do: what a replica sends its primary (docs/worker.md quotes it)."""
+
+
+@dataclass(frozen=True)
+class Logins:
+    """The TLS files and ACL users shared by every node of a :class:`SecureRedisClusterServer`."""
+
+    tls: TlsFiles
+    username: str
+    password: str
+    key_pattern: str
+    client_auth: str
+    admin_password: str
+    replication_password: str
+
+    def config(self) -> list[str]:
+        """The lines a node's ``redis.conf`` adds to the plain node's ``tls_only`` one."""
+        return [
+            "tls-cluster yes",
+            "tls-replication yes",
+            acl_user(self.username, self.password, f"~{self.key_pattern} {WORKER_ACL}"),
+            acl_user(ADMIN, self.admin_password, "~* &* +@all"),
+            acl_user(REPLICATION, self.replication_password, REPLICATION_ACL),
+            f"masteruser {REPLICATION}",
+            f"masterauth {self.replication_password}",
+            "",
+        ]
+
+
+class SecureRedisClusterNode(RedisClusterNode):
+    """A node on a TLS port only, with the cluster's ACL users; set up and probed as ``admin``."""
+
+    def __init__(self, folder: Path, port: int, bus_port: int, node_timeout_ms: int, logins: Logins) -> None:
+        super().__init__(folder, port, bus_port, node_timeout_ms)
+        self.logins = logins
+        self._context: ssl.SSLContext | None = None
+
+    def config(self) -> str:
+        plain = tls_only(super().config(), self.port, self.logins.tls, self.logins.client_auth)
+        return plain + "\n".join(self.logins.config())
+
+    def write_config(self) -> None:
+        super().write_config()
+        (self.dir / "redis.conf").chmod(0o600)  # masterauth is the replication user's password itself
+
+    def client_ssl_context(self) -> ssl.SSLContext:
+        if self._context is None:
+            self._context = self.logins.tls.client_context()
+        return self._context
+
+    def call(self, *words: str, timeout: float = 2.0) -> object:
+        return call(LOOPBACK, self.port, *words, timeout=timeout, tls=self.client_ssl_context(),
+                    auth=(ADMIN, self.logins.admin_password))
+
+    def answers(self) -> bool:
+        return ping_tls(LOOPBACK, self.port, self.client_ssl_context(), ADMIN, self.logins.admin_password)
+
+
+class SecureRedisClusterServer(RedisClusterServer):
+    """:class:`RedisClusterServer` secured (see the module docstring): ``username`` logs in with
+    ``password`` and has :data:`~monitor.services.redis_server.WORKER_ACL` on the keys matching
+    ``key_pattern``; ``client_auth`` is ``tls-auth-clients``. The CA and certificates (one server
+    certificate for every node) are made in ``<dir>/tls``; the admin and replication passwords are new
+    random ones."""
+
+    def __init__(self, workdir: Path, ports: list[int], bus_ports: list[int], *, password: str,
+                 username: str = "monitor", key_pattern: str = "*", client_auth: str = "yes",
+                 replicas: int = 0, node_timeout_ms: int = NODE_TIMEOUT_MS) -> None:
+        check_secured(username, password, key_pattern, client_auth)
+        self.logins = Logins(TlsFiles(workdir / self.name / "tls"), username, password, key_pattern,
+                             client_auth, secrets.token_urlsafe(24), secrets.token_urlsafe(24))
+        super().__init__(workdir, ports, bus_ports, replicas=replicas, node_timeout_ms=node_timeout_ms)
+
+    def node(self, folder: Path, port: int, bus_port: int, node_timeout_ms: int) -> RedisClusterNode:
+        return SecureRedisClusterNode(folder, port, bus_port, node_timeout_ms, self.logins)
+
+    @property
+    def tls(self) -> TlsFiles:
+        return self.logins.tls
+
+    @property
+    def username(self) -> str:
+        return self.logins.username
+
+    @property
+    def password(self) -> str:
+        return self.logins.password
+
+    @property
+    def passwords(self) -> list[str]:
+        """Every password of the cluster: the worker's, admin's, the replication user's."""
+        return [self.password, self.logins.admin_password, self.logins.replication_password]
+
+    @property
+    def port(self) -> int:
+        """The first node's TLS port."""
+        return self.redis_nodes[0].port
+
+    @property
+    def address(self) -> str:
+        """``rediss+cluster://<username>@127.0.0.1:<p0>,...,/0``: without the password, so it can be shown."""
+        return f"rediss+cluster://{self.username}@{self.seeds()}/0"
+
+    def client_url(self) -> str:
+        """The URL with the password in it: never print it."""
+        return f"rediss+cluster://{self.username}:{self.password}@{self.seeds()}/0"
+
+    def client_ssl_context(self) -> ssl.SSLContext:
+        """Trusts the cluster's CA and presents the client certificate."""
+        return self.tls.client_context()
+
+    def prepare(self) -> None:
+        make_tls_files(self.tls.folder)
+        super().prepare()

@@ -108,6 +108,36 @@ WORKER_ACL = ("resetchannels -@all +@read +@write +@connection -@dangerous "
 _NAME = re.compile(r"[A-Za-z0-9_.~-]+")
 
 
+def check_secured(username: str, password: str, key_pattern: str, client_auth: str) -> None:
+    """:class:`ServiceError` unless the user and password are plain words (they go in ``redis.conf`` and
+    in URLs), ``key_pattern`` one pattern and ``client_auth`` a value of ``tls-auth-clients``."""
+    if not (_NAME.fullmatch(username) and _NAME.fullmatch(password)):
+        raise ServiceError("redis: the username and password may only hold A-Z a-z 0-9 _ . ~ -")
+    if client_auth not in {"yes", "optional", "no"} or not key_pattern or " " in key_pattern:
+        raise ServiceError(f"redis: bad client_auth {client_auth!r} or key_pattern {key_pattern!r}")
+
+
+def acl_user(username: str, password: str, rules: str) -> str:
+    """The ``redis.conf`` line of an ACL user: on, its password as a SHA-256 hash (never the password
+    itself), and ``rules`` (keys and commands)."""
+    return f"user {username} on #{hashlib.sha256(password.encode()).hexdigest()} {rules}"
+
+
+def tls_only(plain: str, port: int, tls: TlsFiles, client_auth: str) -> str:
+    """``plain`` (a ``redis.conf`` listening on ``port``) on a TLS port only: ``port 0`` and ``tls-port``,
+    the certificates of ``tls``, ``tls-auth-clients client_auth``, and the default user off (the ACL
+    users follow)."""
+    return plain.replace(f"port {port}\n", "port 0\n") + "\n".join([
+        f"tls-port {port}",
+        f"tls-cert-file {tls.cert}",
+        f"tls-key-file {tls.key}",
+        f"tls-ca-cert-file {tls.ca}",
+        f"tls-auth-clients {client_auth}",
+        "user default off",
+        "",
+    ])
+
+
 class SecureRedisServer(RedisServer):
     """``redis-server`` on a TLS port only (``port 0``), the default user off, one ACL user.
 
@@ -120,10 +150,7 @@ class SecureRedisServer(RedisServer):
     def __init__(self, workdir: Path, port: int, *, password: str, username: str = "monitor",
                  key_pattern: str = "*", client_auth: str = "yes") -> None:
         super().__init__(workdir, port)
-        if not (_NAME.fullmatch(username) and _NAME.fullmatch(password)):
-            raise ServiceError("redis: the username and password may only hold A-Z a-z 0-9 _ . ~ -")
-        if client_auth not in {"yes", "optional", "no"} or not key_pattern or " " in key_pattern:
-            raise ServiceError(f"redis: bad client_auth {client_auth!r} or key_pattern {key_pattern!r}")
+        check_secured(username, password, key_pattern, client_auth)
         self.username = username
         self.password = password
         self.key_pattern = key_pattern
@@ -135,32 +162,23 @@ class SecureRedisServer(RedisServer):
         """``rediss://<username>@127.0.0.1:<port>/0``: without the password, so it can be shown."""
         return f"rediss://{self.username}@{self.host_port}/0"
 
+    @property
+    def passwords(self) -> list[str]:
+        """Every password of this server: the ACL user's."""
+        return [self.password]
+
     def client_url(self) -> str:
         """The URL with the password in it (``rediss://user:password@...``): never print it."""
         return f"rediss://{self.username}:{self.password}@{self.host_port}/0"
 
     def client_ssl_context(self) -> ssl.SSLContext:
         """Trusts this server's CA and presents the client certificate (needed when client_auth is yes)."""
-        context = ssl.create_default_context(cafile=str(self.tls.ca))
-        context.load_cert_chain(str(self.tls.client_cert), str(self.tls.client_key))
-        return context
+        return self.tls.client_context()
 
     def config(self) -> str:
         """``redis.conf``: the plain one with ``port 0``, plus TLS and the ACL user (its password hashed)."""
-        plain = super().config().replace(f"port {self.port}\n", "port 0\n")
-        password_hash = hashlib.sha256(self.password.encode()).hexdigest()
-        return plain + "\n".join(
-            [
-                f"tls-port {self.port}",
-                f"tls-cert-file {self.tls.cert}",
-                f"tls-key-file {self.tls.key}",
-                f"tls-ca-cert-file {self.tls.ca}",
-                f"tls-auth-clients {self.client_auth}",
-                "user default off",
-                f"user {self.username} on #{password_hash} ~{self.key_pattern} {WORKER_ACL}",
-                "",
-            ]
-        )
+        return tls_only(super().config(), self.port, self.tls, self.client_auth) + acl_user(
+            self.username, self.password, f"~{self.key_pattern} {WORKER_ACL}") + "\n"
 
     def write_config(self) -> None:
         make_tls_files(self.tls.folder)

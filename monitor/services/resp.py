@@ -4,12 +4,14 @@ Cluster without a client library (``CLUSTER INFO``, ``CLUSTER MEET``, ``INFO rep
 :func:`call` sends one command and reads one reply: a simple string or a bulk string as ``str``, an
 integer as ``int``, an array as a ``list``, a null as ``None``; an error reply raises :class:`RespError`
 (a :class:`~monitor.services.process.ServiceError`). :func:`fields` reads the ``name:value`` lines of
-``INFO`` and ``CLUSTER INFO``.
+``INFO`` and ``CLUSTER INFO``. Given an SSL context and a user, it speaks TLS and logs in first (``AUTH``), as
+a secured node (:class:`~monitor.services.redis_cluster.SecureRedisClusterServer`) requires.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 from typing import Any
 
 from monitor.services.process import ServiceError
@@ -46,10 +48,17 @@ def _reply(stream: Any) -> Any:
     raise ConnectionError(f"not a RESP reply: {line[:40]!r}")
 
 
-def call(host: str, port: int, *words: str, timeout: float = 2.0) -> Any:
+def call(host: str, port: int, *words: str, timeout: float = 2.0, tls: ssl.SSLContext | None = None,
+         auth: tuple[str, str] | None = None) -> Any:
     """Send ``words`` as one command to the Redis at ``host:port`` and return its reply (see the module
-    docstring); :class:`RespError` for an error reply, ``OSError`` if it cannot be reached."""
-    with socket.create_connection((host, port), timeout=timeout) as sock, sock.makefile("rb") as stream:
+    docstring); over TLS verified by ``tls`` if given, after ``AUTH user password`` if ``auth`` is;
+    :class:`RespError` for an error reply (a refused login too), ``OSError`` if it cannot be reached."""
+    with socket.create_connection((host, port), timeout=timeout) as raw, \
+            (tls.wrap_socket(raw, server_hostname=host) if tls else raw) as sock, \
+            sock.makefile("rb") as stream:
+        if auth is not None:
+            sock.sendall(encode("AUTH", *auth))
+            _reply(stream)
         sock.sendall(encode(*words))
         return _reply(stream)
 

@@ -18,6 +18,7 @@ their owner only. The files are made once per folder and reused, so a restarted 
 from __future__ import annotations
 
 import secrets
+import ssl
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +86,12 @@ class TlsFiles:
     def keystore(self) -> Path:
         """Server key, certificate and CA certificate in one PEM file (Kafka's ``ssl.keystore.type=PEM``)."""
         return self.folder / "server-keystore.pem"
+
+    def client_context(self) -> ssl.SSLContext:
+        """A client's context: trusts this CA (chain and host name) and presents the client certificate."""
+        context = ssl.create_default_context(cafile=str(self.ca))
+        context.load_cert_chain(str(self.client_cert), str(self.client_key))
+        return context
 
     def complete(self) -> bool:
         return all(p.is_file() for p in (self.ca, self.cert, self.key, self.client_cert, self.client_key,

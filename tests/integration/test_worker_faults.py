@@ -4,8 +4,10 @@ One simulated stream (``make_run`` of test_worker_e2e: impressions, late, correc
 deploys, 2% invalid events; ``MONITOR_E2E_SESSIONS // 10`` sessions, 2,000 by default) is consumed by a
 fresh consumer group per test, while a fault is injected:
 
-* the worker is killed with SIGKILL at 20 random points (seeded, each after the restarted worker
-  committed something, at a random delay so batches are caught at any step) and restarted each time;
+* the worker is killed with SIGKILL at 20 random points (seeded, one in each twentieth of the stream's
+  first 90%, each after the restarted worker committed something, at a random delay so batches are
+  caught at any step) and restarted each time, on one ``redis-server`` and again (the same stream, a
+  new group) on the session's Redis Cluster of three primaries with a replica each (issue 17);
 * ``redis-server`` is killed with SIGKILL mid-stream and restarted on its AOF;
 * Redis loses acknowledged writes (an older AOF is put back, once under a running worker and once while the
   worker is down and no message follows): the worker re-reads the lost messages from Kafka by itself;
@@ -51,6 +53,7 @@ from monitor.core.canary.alerts import AlertConfig, annotations_of
 from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.pipeline.batch import Batch, Fenced, Message, Outcome, StateBehind
+from monitor.pipeline.client import is_cluster_url
 from monitor.pipeline.writer import RedisState
 from monitor.services.alertmanager import AlertmanagerServer
 from monitor.services.install import BINARIES_OF, ensure_binaries
@@ -256,12 +259,23 @@ async def test_a_message_failing_for_a_while_is_tried_again_and_only_then_dead_l
 
 # -- (a) the worker killed 20 times --------------------------------------------------------------------
 
+@pytest.fixture(params=["redis-server", "redis-cluster"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """The worker's state store: the session's redis-server, then its Redis Cluster (three primaries, a
+    replica each: ``redis+cluster://``)."""
+    return str(request.getfixturevalue("redis_url" if request.param == "redis-server" else "redis_cluster_url"))
+
+
 def test_worker_sigkilled_at_20_random_points_ends_with_the_same_numbers(
-        run: Run, redis_url: str, tmp_path: Path, group_factory: list[Group]) -> None:
-    group = new_group(run, redis_url, tmp_path, group_factory, "killed20", STATIC)
-    progress = Progress(redis_url, group)
+        run: Run, store_url: str, tmp_path: Path, group_factory: list[Group]) -> None:
+    # a group of its own per store: one that found the stream's offsets committed would have nothing to do
+    name = "killed20-cluster" if is_cluster_url(store_url) else "killed20"
+    group = new_group(run, store_url, tmp_path, group_factory, name, STATIC)
+    progress = Progress(store_url, group)
     rng = random.Random(20)
-    targets = sorted(rng.uniform(0.02, 0.9) * run.messages for _ in range(KILLS))
+    # one random point in each twentieth of the stream's first 90%: a restarted worker applies a batch or
+    # two before it is killed again, so a run of targets close together would carry the kills past the end
+    targets = [(0.02 + 0.88 * (i + rng.random()) / KILLS) * run.messages for i in range(KILLS)]
     started = time.monotonic()
     worker = group.start()
     kills = [0]

@@ -1,22 +1,28 @@
 """The worker on secured services: Kafka over SASL_SSL (SCRAM) and TLS, Redis over TLS as an ACL user.
 
 One secured Kafka (:class:`SecureKafkaServer`: a SASL_SSL listener taking SCRAM-SHA-512, SCRAM-SHA-256
-and PLAIN, and an SSL listener that requires a client certificate) and one secured Redis
-(:class:`SecureRedisServer`: a TLS port only, client certificates required, the default user off, one
-ACL user with ``WORKER_ACL`` on ``e2e-*`` keys), with a throwaway CA, on free loopback ports for this
-module. It checks that:
+and PLAIN, and an SSL listener that requires a client certificate) and, in turn, two secured Redis stores
+(the Redis tests run once on each, ``[redis-server]`` and ``[redis-cluster]``): one redis-server
+(:class:`SecureRedisServer`) and a Redis Cluster of three primaries with a replica each
+(:class:`SecureRedisClusterServer`, given to the worker as ``rediss+cluster://``), each node on a TLS
+port only, client certificates required, the default user off, one ACL user with ``WORKER_ACL`` on
+``e2e-*`` keys; the cluster's bus and replication over TLS too. A throwaway CA, free loopback ports, for
+this module. It checks that:
 
 * the services really are secured: plaintext clients, clients that do not trust the CA, wrong or
   missing passwords, the default Redis user, a missing client certificate are all refused, for the
-  reason expected, while the right credentials pass (so the refusals are not a broken server);
+  reason expected, on every node of the cluster, while the right credentials pass (so the refusals are
+  not a broken server); a cluster's bus ports take TLS with a certificate of its CA only, and its
+  replicas are linked;
 * a ``monitor worker`` configured only through the documented ``MONITOR_*`` variables (SCRAM-SHA-512,
-  passwords from files, ``rediss://`` with a CA and a client certificate) drains a small simulated
-  stream (produced by the harness over SCRAM-SHA-256) and exports the gauges ``MemoryPipeline`` computes
-  in process for the same stream;
+  passwords from files, ``rediss://`` or ``rediss+cluster://`` with a CA and a client certificate)
+  drains a small simulated stream (produced by the harness over SCRAM-SHA-256) and exports the gauges
+  ``MemoryPipeline`` computes in process for the same stream;
 * ``monitor canary`` reads the secured Redis (password in the URL), ``monitor produce`` writes over the
   mutual-TLS listener (protocol SSL) and what it wrote is read back over SASL PLAIN;
-* neither password appears in the worker's whole debug log, its ``/metrics``, ``--check`` or the CLIs'
-  output, also when a password is wrong.
+* no password (Kafka's, the Redis user's, a cluster's admin and replication users') appears in the
+  worker's whole debug log, its ``/metrics``, ``--check`` or the CLIs' output, also when a password is
+  wrong.
 
 ``POST /deploys`` without or with a wrong bearer token is tested in test_worker_http.py.
 """
@@ -24,6 +30,7 @@ module. It checks that:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -34,23 +41,25 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaConnectionError
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from monitor.core.grades import SEED_SCALE
+from monitor.pipeline.client import connect
 from monitor.pipeline.memory import MemoryPipeline
 from monitor.services.install import ensure_binaries
 from monitor.services.kafka import SecureKafkaServer, metadata_brokers
 from monitor.services.ports import LOOPBACK, free_port
 from monitor.services.process import ServiceError
+from monitor.services.redis_cluster import PRIMARIES, SecureRedisClusterServer
 from monitor.services.redis_server import SecureRedisServer, ping, ping_tls
 from monitor.sim import SimConfig, simulate
 from monitor.worker.security import KafkaSecurity
-from tests.fixtures.services import LocalService
+from tests.fixtures.services import LocalCluster, LocalService
 from tests.support.worker_e2e import CONFIG, CONFIG_TOML, comparable, exported
 from tests.support.worker_harness import Group, Samples, Stream, flush_events, parse_metrics, read_topic
 
@@ -59,18 +68,26 @@ pytestmark = pytest.mark.integration
 USER = "monitor"
 
 
+SecuredRedis = SecureRedisServer | SecureRedisClusterServer
+
+
+def kafka_security(kafka: SecureKafkaServer, mechanism: str = "SCRAM-SHA-512",
+                   password: str | None = None) -> KafkaSecurity:
+    return KafkaSecurity("SASL_SSL", mechanism, USER, password or kafka.password, str(kafka.tls.ca))
+
+
 @dataclass
 class Secured:
     kafka: SecureKafkaServer
-    redis: SecureRedisServer
+    redis: SecuredRedis
     folder: Path
 
     @property
     def secrets(self) -> list[str]:
-        return [self.kafka.password, self.redis.password]
+        return [self.kafka.password, *self.redis.passwords]
 
     def kafka_security(self, mechanism: str = "SCRAM-SHA-512", password: str | None = None) -> KafkaSecurity:
-        return KafkaSecurity("SASL_SSL", mechanism, USER, password or self.kafka.password, str(self.kafka.tls.ca))
+        return kafka_security(self.kafka, mechanism, password)
 
     def worker_env(self) -> dict[str, str]:
         """The documented settings, passwords from files (as from a mounted Secret)."""
@@ -86,22 +103,49 @@ class Secured:
                 "MONITOR_LOG_LEVEL": "debug"}
 
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
-    ensure_binaries(["openssl"])
-    folder = tmp_path_factory.mktemp("secured")
-    kafka = SecureKafkaServer(folder, free_port(), free_port(), mtls_port=free_port(), username=USER,
-                              password=secrets.token_urlsafe(24))
-    redis = SecureRedisServer(folder, free_port(), username=USER, password=secrets.token_urlsafe(24),
-                              key_pattern="e2e-*", client_auth="yes")
-    services = [LocalService(kafka), LocalService(redis)]
+@contextlib.contextmanager
+def started(service: LocalService | LocalCluster) -> Iterator[None]:
+    """``service`` started (its binaries installed if missing), stopped at the end."""
+    service.start()
     try:
-        for service in services:
-            service.start()
-        yield Secured(kafka, redis, folder)
+        yield
     finally:
-        for service in services:
-            service.stop()
+        service.stop()
+
+
+@pytest.fixture(scope="module")
+def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureKafkaServer]:
+    ensure_binaries(["openssl"])
+    kafka = SecureKafkaServer(tmp_path_factory.mktemp("secured-kafka"), free_port(), free_port(),
+                              mtls_port=free_port(), username=USER, password=secrets.token_urlsafe(24))
+    with started(LocalService(kafka)):
+        yield kafka
+
+
+@pytest.fixture(scope="module", params=["redis-server", "redis-cluster"])
+def secured_redis(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredRedis]:
+    """One secured redis-server, then a secured Redis Cluster: three primaries with a replica each, every
+    node, cluster bus and replication link over TLS, the worker's ACL user on every node."""
+    ensure_binaries(["openssl"])
+    folder = tmp_path_factory.mktemp(f"secured-{request.param}")
+    options: dict[str, Any] = {"username": USER, "password": secrets.token_urlsafe(24), "key_pattern": "e2e-*",
+                               "client_auth": "yes"}
+    if request.param == "redis-server":
+        server = SecureRedisServer(folder, free_port(), **options)
+        with started(LocalService(server)):
+            yield server
+    else:
+        count = PRIMARIES * 2
+        cluster = SecureRedisClusterServer(folder, [free_port() for _ in range(count)],
+                                           [free_port() for _ in range(count)], replicas=1, **options)
+        with started(LocalCluster(cluster)):
+            yield cluster
+
+
+@pytest.fixture(scope="module")
+def secured(secured_kafka: SecureKafkaServer, secured_redis: SecuredRedis,
+            tmp_path_factory: pytest.TempPathFactory) -> Secured:
+    return Secured(secured_kafka, secured_redis, tmp_path_factory.mktemp("secured"))
 
 
 def admin_start(bootstrap: str, security: KafkaSecurity) -> list[str]:
@@ -117,14 +161,14 @@ def admin_start(bootstrap: str, security: KafkaSecurity) -> list[str]:
     return asyncio.run(run())
 
 
-def test_kafka_refuses_clients_without_the_right_credentials(secured: Secured,
+def test_kafka_refuses_clients_without_the_right_credentials(secured_kafka: SecureKafkaServer,
                                                              caplog: pytest.LogCaptureFixture) -> None:
-    kafka, ca = secured.kafka, str(secured.kafka.tls.ca)
+    kafka, ca = secured_kafka, str(secured_kafka.tls.ca)
     mtls = f"{LOOPBACK}:{kafka.mtls_port}"
     for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"):  # the right credentials pass
         caplog.clear()
         with caplog.at_level(logging.DEBUG, logger="aiokafka"):
-            admin_start(kafka.host_port, secured.kafka_security(mechanism))
+            admin_start(kafka.host_port, kafka_security(kafka, mechanism))
         # aiokafka logs each request at DEBUG; PLAIN's holds the password, which the worker hides
         assert "SaslAuthenticateRequest" in caplog.text and kafka.password not in caplog.text, mechanism
     client = KafkaSecurity("SSL", ssl_cafile=ca, ssl_certfile=str(kafka.tls.client_cert),
@@ -134,12 +178,12 @@ def test_kafka_refuses_clients_without_the_right_credentials(secured: Secured,
     wrong = "not-" + kafka.password
     refused = [
         (kafka.host_port, KafkaSecurity(), "closed"),  # plaintext on the TLS port
-        (kafka.host_port, replace(secured.kafka_security(), ssl_cafile=None), "CERTIFICATE_VERIFY_FAILED"),
+        (kafka.host_port, replace(kafka_security(kafka), ssl_cafile=None), "CERTIFICATE_VERIFY_FAILED"),
         (kafka.host_port, KafkaSecurity("SSL", ssl_cafile=ca), "closed"),  # TLS but no login
-        (kafka.host_port, secured.kafka_security("SCRAM-SHA-512", wrong), "Authentication failed"),
-        (kafka.host_port, secured.kafka_security("SCRAM-SHA-256", wrong), "Authentication failed"),
-        (kafka.host_port, secured.kafka_security("PLAIN", wrong), "Authentication failed"),
-        (kafka.host_port, replace(secured.kafka_security(), sasl_username="intruder"), "Authentication failed"),
+        (kafka.host_port, kafka_security(kafka, "SCRAM-SHA-512", wrong), "Authentication failed"),
+        (kafka.host_port, kafka_security(kafka, "SCRAM-SHA-256", wrong), "Authentication failed"),
+        (kafka.host_port, kafka_security(kafka, "PLAIN", wrong), "Authentication failed"),
+        (kafka.host_port, replace(kafka_security(kafka), sasl_username="intruder"), "Authentication failed"),
         (mtls, KafkaSecurity("SSL", ssl_cafile=ca), "closed"),  # no client certificate
     ]
     for bootstrap, security, reason in refused:
@@ -158,23 +202,27 @@ def test_kafka_refuses_clients_without_the_right_credentials(secured: Secured,
                             sasl_plain=(USER, kafka.password)) == [(1, LOOPBACK, kafka.port)]
 
 
-def test_redis_refuses_clients_without_the_right_credentials(secured: Secured) -> None:
-    redis = secured.redis
+def test_redis_refuses_clients_without_the_right_credentials(secured_redis: SecuredRedis) -> None:
+    redis = secured_redis
     tls = redis.tls
-    assert not ping(LOOPBACK, redis.port)  # plaintext on the TLS port
-    assert not ping_tls(LOOPBACK, redis.port, ssl.create_default_context(cafile=str(tls.ca)), USER,
-                        redis.password)  # no client certificate
-    assert not ping_tls(LOOPBACK, redis.port, redis.client_ssl_context(), USER, "not-" + redis.password)
-    assert ping_tls(LOOPBACK, redis.port, redis.client_ssl_context(), USER, redis.password)
-    with socket.create_connection((LOOPBACK, redis.port), timeout=5) as raw, \
-            redis.client_ssl_context().wrap_socket(raw, server_hostname=LOOPBACK) as sock:
-        sock.sendall(b"*1\r\n$4\r\nPING\r\n")  # TLS with a certificate, but no AUTH
-        assert sock.recv(256).startswith(b"-NOAUTH")
+    ports = [n.port for n in redis.redis_nodes] if isinstance(redis, SecureRedisClusterServer) else [redis.port]
+    for port in ports:  # on a cluster every node, replicas too
+        assert not ping(LOOPBACK, port)  # plaintext on the TLS port
+        assert not ping_tls(LOOPBACK, port, ssl.create_default_context(cafile=str(tls.ca)), USER,
+                            redis.password)  # no client certificate
+        assert not ping_tls(LOOPBACK, port, redis.client_ssl_context(), USER, "not-" + redis.password)
+        assert ping_tls(LOOPBACK, port, redis.client_ssl_context(), USER, redis.password)
+        with socket.create_connection((LOOPBACK, port), timeout=5) as raw, \
+                redis.client_ssl_context().wrap_socket(raw, server_hostname=LOOPBACK) as sock:
+            sock.sendall(b"*1\r\n$4\r\nPING\r\n")  # TLS with a certificate, but no AUTH
+            assert sock.recv(256).startswith(b"-NOAUTH")
+    if isinstance(redis, SecureRedisClusterServer):
+        assert_cluster_links_are_tls(redis)
 
     files: dict[str, Any] = {"ssl_ca_certs": str(tls.ca), "ssl_certfile": str(tls.client_cert), "ssl_keyfile": str(tls.client_key)}
 
     async def attempt(url: str, command: tuple[str, ...] = ("PING",)) -> str:
-        client = Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5, **files)
+        client = connect(url, socket_timeout=5, socket_connect_timeout=5, **files)
         try:
             return str(await client.execute_command(*command))
         except RedisError as error:
@@ -182,18 +230,39 @@ def test_redis_refuses_clients_without_the_right_credentials(secured: Secured) -
         finally:
             await client.aclose()
 
-    host = redis.host_port
+    scheme = urlsplit(redis.address).scheme  # rediss, or rediss+cluster with every primary
+    hosts = redis.seeds() if isinstance(redis, SecureRedisClusterServer) else redis.host_port
     assert asyncio.run(attempt(redis.client_url())) == "True"
-    wrong = "refused: invalid username-password pair or user is disabled"
-    nobody = asyncio.run(attempt(f"rediss://{host}/0"))  # NOAUTH (RESP2) or HELLO refused (RESP3)
+    wrong = "invalid username-password pair or user is disabled"
+    nobody = asyncio.run(attempt(f"{scheme}://{hosts}/0"))  # NOAUTH (RESP2) or HELLO refused (RESP3)
     assert nobody.startswith("refused: ") and "authenticated" in nobody.replace("Authentication", "authenticated")
-    assert asyncio.run(attempt(f"rediss://{USER}:not-{redis.password}@{host}/0")).startswith(wrong)
-    assert asyncio.run(attempt(f"rediss://default:{redis.password}@{host}/0")).startswith(wrong)  # default: off
+    for login in (f"{USER}:not-{redis.password}", f"default:{redis.password}"):  # default: off
+        refused = asyncio.run(attempt(f"{scheme}://{login}@{hosts}/0"))
+        assert refused.startswith("refused: ") and wrong in refused and redis.password not in refused
     # the ACL user: its keys only, and nothing dangerous
     assert asyncio.run(attempt(redis.client_url(), ("SET", "e2e-acl-probe", "1"))) == "True"
     assert "has no permissions" in asyncio.run(attempt(redis.client_url(), ("SET", "other-app:key", "1")))
     assert "has no permissions" in asyncio.run(attempt(redis.client_url(), ("FLUSHALL",)))
-    assert "has no permissions" in asyncio.run(attempt(redis.client_url(), ("CONFIG", "GET", "requirepass")))
+    assert "has no permissions" in asyncio.run(attempt(redis.client_url(), ("CONFIG GET", "requirepass")))
+
+
+def assert_cluster_links_are_tls(cluster: SecureRedisClusterServer) -> None:
+    """The nodes' own links are TLS too: each cluster bus port takes a TLS connection from a holder of a
+    certificate of the cluster's CA only, and the replicas are linked to their primaries (whose only
+    port is TLS, with the default user off: ``tls-replication`` and the replication user)."""
+    for node in cluster.redis_nodes:
+        with socket.create_connection((LOOPBACK, node.bus_port), timeout=5) as raw, \
+                cluster.client_ssl_context().wrap_socket(raw, server_hostname=LOOPBACK) as sock:
+            assert sock.version() in {"TLSv1.2", "TLSv1.3"}
+        with socket.create_connection((LOOPBACK, node.bus_port), timeout=5) as raw, \
+                ssl.create_default_context(cafile=str(cluster.tls.ca)).wrap_socket(
+                    raw, server_hostname=LOOPBACK) as sock, pytest.raises(ssl.SSLError):
+            sock.recv(16)  # no client certificate: the node ends the handshake (TLS 1.3: at the first read)
+    views = cluster.topology()
+    assert sum(not v.primary for v in views) == 3 and not any(v.failed for v in views)
+    for node in cluster.redis_nodes:
+        replication = node.info("replication")
+        assert replication["role"] == "master" or replication["master_link_status"] == "up", replication
 
 
 def expected_metrics(stream: Stream, seed: int, sessions: int) -> tuple[Samples, int]:
@@ -234,6 +303,8 @@ def test_worker_on_secured_services_exports_the_in_process_values_and_no_secret(
         assert check.returncode == 0, check.stderr
         assert '"protocol": "SASL_SSL"' in check.stdout and '"sasl_password": "set"' in check.stdout
         assert '"password": "set"' in check.stdout  # Redis's, from the file
+        cluster = isinstance(secured.redis, SecureRedisClusterServer)
+        assert f'"cluster": {json.dumps(cluster)}' in check.stdout and '"tls": true' in check.stdout
         assert_no_secret(check.stdout + check.stderr, secured, "monitor worker --check")
 
         worker = group.start()
@@ -246,6 +317,9 @@ def test_worker_on_secured_services_exports_the_in_process_values_and_no_secret(
         scored = [v for (name, _), v in got.items() if name == "search_relevance_sessions_scored"]
         assert sum(scored) > 0 and sum(v for (n, _), v in got.items() if n == "search_relevance_events_total") >= messages
         assert got[("search_relevance_redis_memory_bytes", ())] > 0  # INFO memory under the ACL
+        if isinstance(secured.redis, SecureRedisClusterServer):  # the state is spread over the three shards
+            primaries = [n for n in secured.redis.redis_nodes if n.info("replication")["role"] == "master"]
+            assert len(primaries) == PRIMARIES and all(int(str(n.call("DBSIZE"))) > 10 for n in primaries)
         assert_no_secret(metrics, secured, "/metrics")
 
         # monitor canary: the password in the URL this time; and a wrong one fails without showing it
