@@ -21,6 +21,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from redis.asyncio import Redis
 
+from monitor.core.events import encode_annotation
 from monitor.pipeline.batch import Message
 from monitor.pipeline.memory import partition_of
 from monitor.pipeline.writer import RedisState
@@ -124,16 +125,31 @@ class Cleanup:
 
 
 # -- the core and Redis without Kafka ------------------------------------------------------------------
-def partition_queues(events: Iterable[tuple[str, bytes, bytes]], partitions: int) -> list[list[Message]]:
-    """Each partition's messages (topic, key, value) in order with their offsets, as Kafka would hold them
-    (keys hashed with its default partitioner)."""
-    queues: list[list[Message]] = [[] for _ in range(partitions)]
-    offsets: dict[tuple[int, str], int] = {}
+@dataclass
+class Queues:
+    """Each partition's messages in order with their offsets, as Kafka would hold them (keys hashed with its
+    default partitioner)."""
+
+    partitions: int
+    messages: list[list[Message]] = field(default_factory=list)
+    offsets: dict[tuple[int, str], int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.messages = [[] for _ in range(self.partitions)]
+
+    def add(self, topic: str, key: bytes, value: bytes) -> None:
+        """Append a message to its partition, at the topic's next offset there."""
+        partition = partition_of(key, self.partitions)
+        offset = self.offsets.get((partition, topic), -1) + 1
+        self.offsets[(partition, topic)] = offset
+        self.messages[partition].append(Message(topic, offset, value, topic))
+
+
+def partition_queues(events: Iterable[tuple[str, bytes, bytes]], partitions: int) -> Queues:
+    """``events`` (topic, key, value) as Kafka's partitions would hold them."""
+    queues = Queues(partitions)
     for topic, key, value in events:
-        partition = partition_of(key, partitions)
-        offset = offsets.get((partition, topic), -1) + 1
-        offsets[(partition, topic)] = offset
-        queues[partition].append(Message(topic, offset, value, topic))
+        queues.add(topic, key, value)
     return queues
 
 
@@ -145,20 +161,24 @@ def round_robin_arguments(parser: argparse.ArgumentParser, sessions: int) -> Non
     parser.add_argument("--repeats", type=int, default=3)
 
 
-async def apply_round_robin(state: RedisState, queues: list[list[Message]], batch: int) -> None:
+async def apply_round_robin(state: RedisState, queues: Queues, batch: int) -> int:
     """Apply ``queues`` through ``state``, a batch of at most ``batch`` messages of each partition in turn
-    (as a worker takes them), the fan-outs each batch publishes applied at once."""
-    partitions = len(queues)
+    (as a worker takes them); the fan-out annotations a batch publishes join their partition's queue, as
+    the worker consumes them from the annotations topic. Returns how many fan-outs there were."""
+    partitions, messages = queues.partitions, queues.messages
     positions = [0] * partitions
-    while any(positions[p] < len(queues[p]) for p in range(partitions)):
+    fan_outs = 0
+    while any(positions[p] < len(messages[p]) for p in range(partitions)):
         for p in range(partitions):
-            chunk = queues[p][positions[p]:positions[p] + batch]
+            chunk = messages[p][positions[p]:positions[p] + batch]
             positions[p] += len(chunk)
             if not chunk:
                 continue
             for outcome in await state.handle_batch(p, chunk):
                 for session_id, annotation in outcome.fan_out:
-                    await state.apply_event(partition_of(session_id.encode(), partitions), annotation)
+                    queues.add("annotations", session_id.encode(), encode_annotation(annotation))
+                    fan_outs += 1
+    return fan_outs
 
 
 # -- CPU and memory -----------------------------------------------------------------------------------
