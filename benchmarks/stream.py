@@ -4,8 +4,8 @@
    headline: impressions dominate, only the ~2% of sessions the worker samples are labelled) and
    ``annotation-heavy`` (every session sampled and labelled); against raw aiokafka + ``json.loads`` of the
    same topics and the baseline worker (``--baseline``, before issue 19) in the same run, medians of
-   ``--repeats``; the CPU per message of the worker (by stage), Redis and the broker; and one worker
-   process against ``--processes 2``.
+   ``--repeats``; the CPU per message of the worker (by stage), Redis and the broker; and
+   ``monitor worker --processes N`` for N in 1, 2, 4.
 2. Annotation-to-gauge latency, in the realistic world. Probes, one at a time: a session of a dedicated
    group (bucket tail, ranker and variant ``probe``, queries with a query-level judgment so that a probe is
    sampled whatever the budget spent), its impression, and once that is applied, one annotation grading its
@@ -597,7 +597,8 @@ def main() -> None:
                         help="part 1's worlds, comma-separated (default: realistic,annotation-heavy)")
     parser.add_argument("--baseline", default=BASELINE,
                         help=f"git revision of part 1's baseline worker (default {BASELINE}; 'none': skip)")
-    parser.add_argument("--no-processes", action="store_true", help="skip part 1's --processes 2 run")
+    parser.add_argument("--processes", default="1,2,4",
+                        help="part 1b's worker process counts, comma-separated (default 1,2,4; 'none': skip)")
     parser.add_argument("--parts", default="1,2,3", help="which parts to run (default 1,2,3)")
     parser.add_argument("--probes", type=int, help="latency probes at most (default 300; quick 30)")
     parser.add_argument("--latency-seconds", type=float, help="part 2's probing time (default 75; quick 10)")
@@ -615,6 +616,7 @@ def main() -> None:
         memory_events=args.memory_events, time_limit=args.memory_seconds or (30.0 if quick else 600.0),
         sampled_share=args.sampled_share)
     parts = set(args.parts.split(","))
+    processes = () if args.processes == "none" else tuple(int(n) for n in args.processes.split(","))
     bootstrap, redis_url = services(args.bootstrap, args.redis_url)
     load_before = os.getloadavg()
     say(f"Kafka {bootstrap}, Redis {redis_url}, {os.cpu_count()} cores, load average {load_before[0]:.1f}")
@@ -634,7 +636,7 @@ def main() -> None:
                 chosen = [worlds[name]() for name in args.worlds.split(",")]
                 rows, sustained = part_throughput(
                     ThroughputOptions(options.messages, options.repeats, options.sampled_share, baseline,
-                                      args.baseline, not args.no_processes),
+                                      args.baseline, processes),
                     chosen, bootstrap, redis_url, scratch, cleanup, tag)
                 report.rows += rows
             if math.isnan(sustained):

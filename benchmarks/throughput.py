@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+import os
 import statistics
 import subprocess
 from collections.abc import Callable
@@ -85,7 +86,7 @@ class Options:
     sampled_share: float
     baseline: Path | None  # a checkout of the baseline revision, or None
     baseline_name: str
-    processes: bool
+    processes: tuple[int, ...]  # part 1b's process counts (none: skipped)
 
 
 @dataclass
@@ -190,22 +191,26 @@ def report_world(world: World, result: Result, options: Options) -> list[tuple[s
 
 def part_processes(world: World, options: Options, bootstrap: str, redis_url: str, scratch: Path,
                    cleanup: Cleanup, tag: str) -> list[tuple[str, str, str, str, str]]:
-    """The realistic backlog drained by one worker process and by ``--processes 2``."""
-    say("1b. processes: one worker process, then --processes 2, on the realistic backlog")
-    one: list[Drain] = []
-    two: list[Drain] = []
+    """The realistic backlog drained by ``monitor worker --processes N`` for each N of
+    ``options.processes`` (1: one plain worker process)."""
+    counts = options.processes
+    say(f"1b. processes: --processes {', '.join(map(str, counts))} on the realistic backlog")
+    drains: dict[int, list[Drain]] = {n: [] for n in counts}
     for repeat in range(options.repeats):
-        one.append(drain(world, bootstrap, redis_url, scratch, cleanup, f"{tag}-{repeat}-p1"))
-        two.append(drain(world, bootstrap, redis_url, scratch, cleanup, f"{tag}-{repeat}-p2",
-                         args=("--processes", "2")))
-        say(f"  repeat {repeat + 1}: 1 process {one[-1].applied_rate:,.0f}/s, "
-            f"2 processes {two[-1].applied_rate:,.0f}/s")
-    rate1, rate2 = _median(one, lambda d: d.applied_rate), _median(two, lambda d: d.applied_rate)
-    rows = [("1b", f"realistic: --processes 2 vs one process, to the last offset applied (median of "
-                   f"{options.repeats})", f"{rate2:,.0f} vs {rate1:,.0f} msg/s",
-             "2 cores shared with the broker and Redis", f"{rate2 / rate1:.2f}×")]
-    for label, drains in (("1 process", one), ("2 processes", two)):
-        rows += cpu_rows("1b", f"realistic, {label}", drains, stages=label == "1 process")
+        for n in counts:
+            args = ("--processes", str(n)) if n > 1 else ()
+            drains[n].append(drain(world, bootstrap, redis_url, scratch, cleanup, f"{tag}-{repeat}-p{n}",
+                                   args=args))
+        say(f"  repeat {repeat + 1}: " + ", ".join(f"{n} processes {drains[n][-1].applied_rate:,.0f}/s"
+                                                   for n in counts))
+    rates = {n: _median(drains[n], lambda d: d.applied_rate) for n in counts}
+    first = counts[0]
+    rows = [("1b", f"realistic: {n} worker process{'es' if n > 1 else ''} draining the backlog, to the last "
+                   f"offset applied (median of {options.repeats})", f"{rates[n]:,.0f} msg/s",
+             f"{os.cpu_count()} cores shared with the broker and Redis", f"{rates[n] / rates[first]:.2f}×")
+            for n in counts]
+    for n in counts:
+        rows += cpu_rows("1b", f"realistic, {n} process{'es' if n > 1 else ''}", drains[n], stages=n == 1)
     return rows
 
 
