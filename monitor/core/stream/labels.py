@@ -34,9 +34,12 @@ def shared_grades(entries: SharedGrades, exclude: str) -> Labels:
     """
     out: Labels = {}
     for doc, origins in entries.items():
-        candidates = [(_rank(o, e), e[1]) for o, e in origins.items() if o != exclude]
-        if candidates:
-            out[doc] = min(candidates)[1]
+        best: tuple[float, str, int] | None = None
+        for origin, (ts, level) in origins.items():  # at most SHARED_KEEP: a plain scan
+            if origin != exclude and (best is None or (ts, origin) < best[:2]):
+                best = (ts, origin, level)
+        if best is not None:
+            out[doc] = best[2]
     return out
 
 
