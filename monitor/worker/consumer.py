@@ -44,6 +44,14 @@ MAX_POLL_INTERVAL_MS = 30 * 60 * 1000
 """A batch may wait out a Redis or Kafka outage this long before the group gives its partitions away."""
 
 
+def fetch_bytes(batch_size: int) -> int:
+    """How much one fetch may bring of a partition: room for a batch of ``batch_size`` messages of about
+    2 KiB (at least aiokafka's 1 MiB), so that a batch is mostly a few partitions' long runs rather than
+    many short ones: a partition's part of a batch costs Redis a few round trips and one commit whatever its
+    length (realistic mix, 4 partitions: 11.3 -> 8.4-9.9 µs of Redis CPU per message from 500 to 2,000)."""
+    return max(1 << 20, batch_size * 2048)
+
+
 class NoConsumer(BootStrategy):
     """Faust's boot strategy without Faust's consumer (nor its conductor and tables): the app starts the
     producer, the sensors, the tasks and :class:`BatchConsumer`, and joins no consumer group itself."""
@@ -100,11 +108,13 @@ class BatchConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
     async def run(self) -> None:
         """Consume until cancelled (the app stops): batches in, state and outbox out, offsets committed."""
         settings = self.settings
+        fetched_bytes = fetch_bytes(settings.batch_size)
         consumer = self.consumer = AIOKafkaConsumer(
             bootstrap_servers=settings.kafka_bootstrap, group_id=settings.app_id,
             group_instance_id=settings.group_instance_id, enable_auto_commit=False,
             auto_offset_reset="earliest", partition_assignment_strategy=(RangePartitionAssignor,),
-            max_poll_interval_ms=MAX_POLL_INTERVAL_MS, **settings.kafka_security().aiokafka_options())
+            max_poll_interval_ms=MAX_POLL_INTERVAL_MS, max_partition_fetch_bytes=fetched_bytes,
+            **settings.kafka_security().aiokafka_options())
         consumer.subscribe(self.sources, listener=self)
         backoff = Backoff(1.0, 30.0)
         while True:

@@ -68,7 +68,7 @@ class WorkerSettings:
     scale: str = "seed"
     max_rankers: int = 10
     max_variants: int = 5
-    batch_size: int = 500
+    batch_size: int = 2000
     batch_wait: float = 0.05
     alertmanager_url: str | None = field(default=None, repr=False)
     deploy_token: str | None = field(default=None, repr=False)
