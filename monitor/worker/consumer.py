@@ -52,6 +52,14 @@ def fetch_bytes(batch_size: int) -> int:
     return max(1 << 20, batch_size * 2048)
 
 
+def fetch_total_bytes(batch_size: int) -> int:
+    """How much one fetch may bring of all partitions together: four partitions' worth. aiokafka keeps what
+    a fetch brought until it is consumed, so this bounds the worker's buffered messages whatever the
+    number of partitions it holds (with Kafka's default, 50 MiB, a worker holding a dozen partitions
+    could keep 4 MiB of each waiting)."""
+    return 4 * fetch_bytes(batch_size)
+
+
 class NoConsumer(BootStrategy):
     """Faust's boot strategy without Faust's consumer (nor its conductor and tables): the app starts the
     producer, the sensors, the tasks and :class:`BatchConsumer`, and joins no consumer group itself."""
@@ -114,6 +122,7 @@ class BatchConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             group_instance_id=settings.group_instance_id, enable_auto_commit=False,
             auto_offset_reset="earliest", partition_assignment_strategy=(RangePartitionAssignor,),
             max_poll_interval_ms=MAX_POLL_INTERVAL_MS, max_partition_fetch_bytes=fetched_bytes,
+            fetch_max_bytes=fetch_total_bytes(settings.batch_size),
             **settings.kafka_security().aiokafka_options())
         consumer.subscribe(self.sources, listener=self)
         backoff = Backoff(1.0, 30.0)

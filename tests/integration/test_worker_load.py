@@ -17,7 +17,7 @@
 Asserted: the produce rate was ≥ 10× the drain rate; both lags rose above half the burst and came back
 to 0; the worker's RSS never grew more than ``RSS_GROWTH_MIB`` above the baseline, a bound that does not
 depend on the burst (the backlog waits in Kafka, the state in Redis; the worker holds Faust's and
-aiokafka's fixed-size fetch buffers and one batch: the burst's 300,000-odd messages as Python objects
+aiokafka's fixed-size fetch buffers and one batch (the bound grows with ``batch_size``): the burst's 300,000-odd messages as Python objects
 would take several times the bound); the process never exited; and after a flush every relevance series
 equals ``MemoryPipeline`` on exactly the messages produced (no message lost, none counted twice). The
 figures are printed (run with ``-s``). The whole test takes about two and a half minutes.
@@ -42,6 +42,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from monitor.sim import SimConfig, simulate
+from monitor.worker.settings import WorkerSettings
 from tests.support.worker_e2e import CONFIG, CONFIG_TOML, assert_same
 from tests.support.worker_harness import Group, Stream, Worker, flush_events, parse_metrics
 from tests.support.worker_inputs import in_process, relevance, scored_sessions
@@ -53,8 +54,13 @@ WARMUP_MESSAGES = 30_000
 BURST_FACTOR = 12.0        # paced above 10×: the rate counts to the last acknowledgement, and CI reached
                            # only 9.9× when paced at 10.5× (12,649/s against a drain rate of 1,280/s)
 BURST_SECONDS = float(os.environ.get("MONITOR_LOAD_BURST_SECONDS", "5"))
-MAX_DRAIN_RATE = 6_000.0   # messages/s the simulated stream is sized for (the measured rate is ~3,300)
-RSS_GROWTH_MIB = 64.0      # above the idle RSS after the warm-up (measured: +32 MiB)
+MAX_DRAIN_RATE = 9_000.0   # messages/s the simulated stream is sized for (measured: 4,600-7,000)
+BATCH_SIZE = WorkerSettings().batch_size
+RSS_GROWTH_MIB = 24.0 + BATCH_SIZE * 40 / 1024
+"""Above the idle RSS after the warm-up: fixed buffers, and one batch with what it loads from Redis, which
+on this all-sampled stream is ~35 KiB per message (measured: +17.5 MiB with batches of 500, +66 and +72
+with 2,000, the default; a bound of 102 MiB for 2,000, where the burst is 60-95 MiB of JSON and 300,000-odd
+messages as Python objects would take several times that)."""
 DRAIN_TIMEOUT = 150.0
 SAMPLE_EVERY = 1.0
 
