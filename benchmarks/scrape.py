@@ -181,9 +181,9 @@ async def run(redis_url: str, sessions: int, counts: list[int], scrapes: int) ->
     events = [(e.topic, e.key, e.value) for e in result.events]
     impressions = sum(1 for topic, _, _ in events if topic == "impressions")
     world = (f"world: monitor.sim (the demo simulator), seed 7: {sessions:,} sessions over 6 h of event "
-             f"time, {len(events):,} messages ({impressions:,} impressions), every session sampled, a "
-             f"canary in every bucket; fed through RedisState over {BASE} partitions, then copied to P "
-             f"partitions (each as full as one of the {BASE})")
+             f"time, {len(events):,} messages ({impressions:,} on the impressions topic, 2% of all invalid), "
+             f"every session sampled, a canary in every bucket; fed through RedisState over {BASE} "
+             f"partitions, then copied to P partitions (each as full as one of the {BASE})")
     print(world, file=sys.stderr, flush=True)
     trips = RoundTrips()
     redis = trips.client(redis_url)
