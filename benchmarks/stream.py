@@ -10,11 +10,12 @@
    group (bucket tail, ranker and variant ``probe``, queries with a query-level judgment so that a probe is
    sampled whatever the budget spent), its impression, and once that is applied, one annotation grading its
    whole top 20. The latency is from producing that annotation to the partition's ``tail|probe|probe|scored``
-   counter in Redis going up by one, polled every 2 ms: the moment ``search_relevance_scored_total`` and the
-   gauges, computed from Redis at scrape time, include the session (a scrape itself takes the time on its
-   own row). A fresh worker on empty topics is probed idle first, then, once caught up, while realistic
-   traffic flows at a quarter of the rate measured in 1 (the realistic world, applied), then another fresh
-   worker at half that rate, the goal's load (p99 < 1 s). The traffic's event time is moved by whole days
+   counter in Redis going up by one, polled every 2 ms: the moment the shared state includes the session.
+   ``search_relevance_scored_total`` and the gauges include it at the exporter's next rollup, up to
+   ``rollup_interval`` (5 s) plus its computation later (docs/worker.md, "The exporter and the rollup").
+   A fresh worker on empty topics is probed idle first, then, once caught up, while realistic traffic
+   flows at a quarter of the rate measured in 1 (the realistic world, applied), then another fresh worker
+   at half that rate, the goal's load (p99 < 1 s). The traffic's event time is moved by whole days
    to the wall clock (budget periods and sketch slices stay aligned, so the labels go to exactly the
    sessions the worker samples) and the probes take the traffic's event time.
 3. Memory, in the realistic world: a fresh worker with the realistic budget (``--sampled-share``) while

@@ -8,7 +8,9 @@ arrival), deadlines (``dl``), aggregate slices (``agg:<window>:<index>``), runni
 deploys, outbox and ``meta`` (watermark ``wm``, applied offsets ``off:<topic>``, the commit counter
 :data:`SEQ`) live in one slot: one Lua call writes them all atomically. Per-query keys,
 ``srm:{q:<hash>}:…`` (``labels``, ``label_ts``, ``shared``, ``pending``), are in the query's own slot.
-``srm:partitions`` is the set of partitions that hold state (what the readers walk).
+``srm:partitions`` is the set of partitions that hold state (what the readers walk). The rollup of what
+``/metrics`` exports, and the exporter's lease, are ``srm:{rollup:<fingerprint>}:…`` (``value``,
+``lease``), one slot per fingerprint of the settings it was computed with (:mod:`monitor.worker.rollup`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ class Keys:
     def q(self, key: str, part: str) -> str:
         """A key of the query whose :func:`~monitor.core.stream.session.query_key` is ``key``."""
         return f"{self.prefix}:{{q:{key}}}:{part}"
+
+    def rollup(self, fingerprint: str, part: str) -> str:
+        """A key of the rollup computed with settings ``fingerprint`` (``value`` or ``lease``), both in the
+        slot of ``{rollup:<fingerprint>}``."""
+        return f"{self.prefix}:{{rollup:{fingerprint}}}:{part}"
 
 
 @lru_cache(maxsize=4096)

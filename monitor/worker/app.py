@@ -17,13 +17,18 @@ needs (it lost acknowledged writes), the processor reads the missing messages fr
 a rebalance makes the processor forget what it knew of the partitions. The same round closes the due
 sessions of partitions without an impression for ``idle_timeout`` seconds (quiet partitions: see
 :func:`~monitor.core.stream.join.quiet_horizon`). Producing the outbox waits out a Kafka outage (retried
-with backoff) instead of failing the consumer.
+with backoff) instead of failing the consumer. Every worker also runs the exporter's loop
+(:mod:`~monitor.worker.exporter`): the one holding its lease computes the rollup of what ``/metrics``
+exports, which every worker's HTTP server and alert loop read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import socket
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,8 +39,9 @@ from monitor.alerting.alertmanager import AlertmanagerClient
 from monitor.pipeline.client import connect
 from monitor.pipeline.writer import RedisState
 from monitor.worker.backoff import Backoff
-from monitor.worker.canary import alert_loop
+from monitor.worker.canary import Verdicts, alert_loop
 from monitor.worker.consumer import BatchConsumer, NoConsumer
+from monitor.worker.exporter import Exporter
 from monitor.worker.http import HttpServer
 from monitor.worker.processor import Consumed, Entry, Processor
 from monitor.worker.reread import committed_offsets, fetch_range
@@ -52,6 +58,14 @@ class App(faust.App):
 
 VERIFY_INTERVAL = 5.0
 """Seconds between checks that Redis still holds what this worker applied (Processor.verify)."""
+
+FIRST_ROUND_WAIT = 30.0
+"""Seconds the HTTP server waits, at most, for the exporter's first round before it starts."""
+
+
+def client_name() -> str:
+    """The name of this process's Redis connections (``CLIENT LIST``, ``SLOWLOG``): which worker sent what."""
+    return f"monitor-worker:{socket.gethostname()}:{os.getpid()}"
 
 
 def build(settings: WorkerSettings) -> Runtime:
@@ -71,7 +85,7 @@ def build(settings: WorkerSettings) -> Runtime:
         producer_acks=-1,
     )
     redis = connect(settings.redis_url, socket_timeout=10, socket_connect_timeout=5,
-                    health_check_interval=30, **settings.redis_options())
+                    health_check_interval=30, client_name=client_name(), **settings.redis_options())
     state = RedisState(redis, settings.stream, settings.grade_scale(), settings.partitions,
                        prefix=settings.redis_prefix)
     kafka_options = settings.kafka_security().aiokafka_options()
@@ -97,7 +111,8 @@ def build(settings: WorkerSettings) -> Runtime:
                 await backoff.pause()
 
     consumer = BatchConsumer(settings, processor, send)
-    runtime = Runtime(settings, app, redis, state, processor, consumer)
+    exporter = Exporter(state, settings.canary(), settings.rollup_interval)
+    runtime = Runtime(settings, app, redis, state, processor, consumer, exporter)
 
     @app.task  # type: ignore[untyped-decorator]
     async def consume() -> None:
@@ -133,15 +148,27 @@ def build(settings: WorkerSettings) -> Runtime:
 
     server = HttpServer(RuntimeView(runtime), settings)
 
+    @app.task  # type: ignore[untyped-decorator]
+    async def export() -> None:
+        await exporter.run()
+
     if settings.alertmanager_url:
         client = AlertmanagerClient(settings.alertmanager_url)
 
+        async def verdicts() -> Verdicts | None:
+            rollup = await exporter.read()
+            return None if rollup is None else rollup.shared.verdicts
+
         @app.task  # type: ignore[untyped-decorator]
         async def send_alerts() -> None:
-            await alert_loop(state, settings.canary(), client, settings.alerts(), settings.alert_interval)
+            await alert_loop(verdicts, client, settings.alerts(), settings.alert_interval)
 
     @app.task  # type: ignore[untyped-decorator]
     async def serve_http() -> None:
+        # after the exporter's first round (bounded): a worker that serves /metrics has a rollup to export
+        # as soon as one exists (it computed it, or another worker had)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(exporter.started.wait(), timeout=FIRST_ROUND_WAIT)
         await server.start()
 
     return runtime

@@ -1,8 +1,10 @@
 """``monitor canary``: the current canary verdict per bucket and metric, read from the worker's Redis.
 
-Reads the same state and settings as ``monitor worker`` (``--config`` / ``MONITOR_*``), so it shows what
-the workers export. Exit status: 0 when no comparison shown is a regression, 1 when one is, 2 on a bad
-setting or when no comparison matches (so a release script can gate on it).
+Reads the same state and settings as ``monitor worker`` (``--config`` / ``MONITOR_*``): the rollup the
+workers export (one Redis read), so it shows what they export; when there is no fresh rollup (no worker
+running, or none with these settings) or with ``--direct``, it computes the verdicts from the partitions
+as the exporter would, and says so on stderr. Exit status: 0 when no comparison shown is a regression, 1
+when one is, 2 on a bad setting or when no comparison matches (so a release script can gate on it).
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--baseline", help="the ranker it is compared with (default: every baseline)")
     parser.add_argument("--kind", choices=["canary", "deploy"], help="canary vs control, or after vs before")
     parser.add_argument("--json", action="store_true", help="JSON instead of a table")
+    parser.add_argument("--direct", action="store_true",
+                        help="compute the verdicts from the partitions now instead of reading the workers' "
+                             "rollup")
     parser.add_argument("--config", type=Path, help="the worker's TOML settings file")
     return parser
 
@@ -56,16 +61,25 @@ def table(rows: Sequence[Comparison]) -> str:
                      for line in [head, *lines]) + "\n"
 
 
-async def fetch(settings: Any) -> list[Comparison]:
+async def fetch(settings: Any, direct: bool = False) -> list[Comparison]:
+    import time
+
     from monitor.pipeline.client import connect
     from monitor.pipeline.writer import RedisState
     from monitor.worker.canary import current
+    from monitor.worker.exporter import Exporter
 
     redis = connect(settings.redis_url, socket_connect_timeout=5, socket_timeout=30,
                     **settings.redis_options())
     try:
         state = RedisState(redis, settings.stream, settings.grade_scale(), settings.partitions,
                            prefix=settings.redis_prefix)
+        if not direct:
+            rollup = await Exporter(state, settings.canary(), settings.rollup_interval).read()
+            if rollup is not None and not rollup.stale(time.time()):
+                return list(rollup.shared.verdicts.comparisons)
+            sys.stderr.write("monitor canary: no fresh rollup in Redis (no worker running with these "
+                             "settings?): verdicts computed from the partitions\n")
         return (await current(state, settings.canary())).comparisons
     finally:
         await redis.aclose()
@@ -78,7 +92,7 @@ def main(argv: Sequence[str]) -> int:
     except SettingsError as error:
         return refused("monitor canary", error)
     try:
-        found = asyncio.run(fetch(settings))
+        found = asyncio.run(fetch(settings, args.direct))
     except OSError as error:
         sys.stderr.write(f"monitor canary: cannot read Redis ({error})\n")
         return 2

@@ -1,15 +1,18 @@
 """The worker's HTTP endpoints (aiohttp, in the worker's event loop).
 
-* ``GET /metrics``: every series, computed at scrape time from Redis (the relevance gauges, shared by all
-  workers) plus this process's pipeline health (consumed messages, consumer lag of its partitions);
+* ``GET /metrics``: the relevance and canary series and the join's health, as the rollup holds them (the
+  shared state, computed by one worker, the exporter, and read by every scrape in one Redis command:
+  :mod:`monitor.worker.rollup`), plus this process's pipeline health (consumed messages, consumer lag of
+  its partitions) and the rollup's age;
 * ``GET /healthz``: the process answers (liveness);
-* ``GET /readyz``: Redis answers and the consumer has joined its group (readiness), else 503 and why;
+* ``GET /readyz``: Redis answers, the consumer has joined its group and the rollup is fresh (readiness),
+  else 503 and why;
 * ``POST /deploys``: a deploy event (the schema of the deploys topic), produced to the deploys topic;
   refused with 401 without ``Authorization: Bearer <token>`` when a token is configured.
 
-The server knows the worker only through :class:`WorkerView` (the read model, the canary verdicts, the
-pipeline view, readiness, the deploy sink), so it runs, and is tested, without Faust, Kafka or Redis; the
-worker passes :class:`monitor.worker.runtime.RuntimeView`, built from its ``Runtime``.
+The server knows the worker only through :class:`WorkerView` (the rollup, the pipeline view, readiness,
+the deploy sink), so it runs, and is tested, without Faust, Kafka or Redis; the worker passes
+:class:`monitor.worker.runtime.RuntimeView`, built from its ``Runtime``.
 """
 
 from __future__ import annotations
@@ -17,12 +20,16 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from monitor.core.canary import Comparison
 from monitor.core.decoding import decode_event
@@ -30,8 +37,8 @@ from monitor.core.events import Deploy, EventError
 from monitor.export.canary import CanaryCollector
 from monitor.export.prometheus import RelevanceCollector
 from monitor.export.snapshot import Snapshot
-from monitor.worker.canary import Verdicts
-from monitor.worker.metrics import PipelineCollector, PipelineView
+from monitor.worker.metrics import PipelineCollector, PipelineView, RollupCollector, RollupView
+from monitor.worker.rollup import Rollup
 from monitor.worker.settings import WorkerSettings
 
 log = logging.getLogger("monitor.worker")
@@ -42,20 +49,17 @@ class WorkerView(Protocol):
     """What the endpoints read from and send to the worker (the worker's: ``RuntimeView``, over Redis and
     Faust; a test's can read a ``MemoryPipeline``)."""
 
-    async def snapshot(self) -> Snapshot:
-        """The exporters' read model: the rolled-up state of the stream now."""
-        ...
-
-    async def verdicts(self) -> Verdicts:
-        """The canary comparisons and every deploy (events and detected), by time."""
+    async def rollup(self) -> Rollup | None:
+        """What every worker exports alike (the read model, the canary verdicts, the join's health) as last
+        computed; None before the first."""
         ...
 
     async def pipeline(self) -> PipelineView:
-        """This process's pipeline health: consumed messages, consumer lag, waiting sessions, retries."""
+        """This process's pipeline health: consumed messages, consumer lag, retries, its exporter role."""
         ...
 
     async def problems(self) -> list[str]:
-        """Why the worker is not ready (``redis: …``, ``kafka: …``); empty when it is."""
+        """Why the worker is not ready (``redis: …``, ``kafka: …``, ``rollup: …``); empty when it is."""
         ...
 
     async def send_deploy(self, key: bytes, value: bytes) -> tuple[int | None, int | None]:
@@ -65,12 +69,35 @@ class WorkerView(Protocol):
 
 @dataclass(frozen=True)
 class Scrape:
-    """What one scrape read (awaited before the registry is collected, which cannot await)."""
+    """What one scrape read (awaited before the registry is collected, which cannot await), and when."""
 
-    snapshot: Snapshot
-    comparisons: list[Comparison]
-    deploys: list[Deploy]
+    rollup: Rollup | None
     pipeline: PipelineView
+    now: float
+
+    @property
+    def snapshot(self) -> Snapshot:
+        assert self.rollup is not None  # collected only through Present, which checks
+        return self.rollup.shared.snapshot
+
+    @property
+    def verdicts(self) -> tuple[list[Comparison], list[Deploy]]:
+        assert self.rollup is not None
+        return self.rollup.shared.verdicts.comparisons, self.rollup.shared.verdicts.deploys
+
+
+class Present(Collector):
+    """``inner``'s series when ``present()``, else its families without samples (no rollup to export: no
+    data, which is not zero; a counter never drops to 0 and back)."""
+
+    def __init__(self, inner: RelevanceCollector | CanaryCollector, present: Callable[[], bool]) -> None:
+        self.inner, self.present = inner, present
+
+    def describe(self) -> Iterator[Metric]:
+        yield from self.inner.describe()
+
+    def collect(self) -> Iterator[Metric]:
+        yield from (self.inner.collect() if self.present() else self.inner.describe())
 
 
 class HttpServer:
@@ -81,11 +108,17 @@ class HttpServer:
         self.view, self.settings = view, settings
         self.latest: Scrape | None = None
         self.registry = CollectorRegistry()
-        self.registry.register(RelevanceCollector(lambda: self._scrape().snapshot, settings.max_rankers,
-                                                  settings.max_variants))
-        self.registry.register(CanaryCollector(lambda: (self._scrape().comparisons, self._scrape().deploys),
-                                               settings.max_rankers))
-        self.registry.register(PipelineCollector(lambda: self._scrape().pipeline))
+
+        def present() -> bool:
+            return self._scrape().rollup is not None
+
+        relevance = RelevanceCollector(lambda: self._scrape().snapshot, settings.max_rankers,
+                                       settings.max_variants)
+        canary = CanaryCollector(lambda: self._scrape().verdicts, settings.max_rankers)
+        self.registry.register(Present(relevance, present))
+        self.registry.register(Present(canary, present))
+        self.registry.register(PipelineCollector(self._pipeline))
+        self.registry.register(RollupCollector(self._rollup_view))
         ProcessCollector(registry=self.registry)
         self.app = web.Application(client_max_size=MAX_BODY)
         self.app.add_routes([
@@ -116,12 +149,24 @@ class HttpServer:
             raise RuntimeError("the registry was collected before a scrape was read (HttpServer.refresh)")
         return self.latest
 
+    def _pipeline(self) -> PipelineView:
+        """This process's view, with the shared health figures of the rollup (none without one)."""
+        scrape = self._scrape()
+        shared = scrape.rollup.shared if scrape.rollup is not None else None
+        return replace(scrape.pipeline, waiting=shared.waiting if shared else None,
+                       redis_memory=shared.redis_memory if shared else None)
+
+    def _rollup_view(self) -> RollupView:
+        scrape = self._scrape()
+        rollup = scrape.rollup
+        return RollupView(rollup.at if rollup else None, rollup.took if rollup else None, scrape.now,
+                          scrape.pipeline.exporter, scrape.pipeline.rollups_computed)
+
     async def refresh(self) -> Scrape:
-        """Read what the collectors export (the Redis reads, for the worker) and keep it for them."""
-        snapshot = await self.view.snapshot()
-        verdicts = await self.view.verdicts()
+        """Read what the collectors export (for the worker: the rollup, one Redis command) and keep it."""
+        rollup = await self.view.rollup()
         pipeline = await self.view.pipeline()
-        self.latest = Scrape(snapshot, verdicts.comparisons, verdicts.deploys, pipeline)
+        self.latest = Scrape(rollup, pipeline, time.time())
         return self.latest
 
     async def metrics(self, request: web.Request) -> web.Response:

@@ -3,7 +3,9 @@
 ``search_relevance_events_total{topic}`` and ``search_relevance_consumer_lag{topic, partition}`` are this
 process's own (sum them across workers: each partition is consumed by one worker at a time);
 ``search_relevance_waiting_sessions`` and ``search_relevance_redis_memory_bytes`` are read from the shared
-Redis (take one worker's value, or ``max``).
+Redis, through the rollup (take one worker's value, or ``max``). :class:`RollupCollector`: the rollup every
+worker exports (:mod:`monitor.worker.rollup`): when it was computed, its age at this scrape, how long it
+took; and whether this worker is the exporter, and how many rollups it computed.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ from prometheus_client.registry import Collector
 class PipelineView:
     consumed: Mapping[str, int]
     lag: Mapping[tuple[str, int], int]
-    waiting: int
-    redis_memory: int
+    waiting: int | None  # None: not known (no rollup yet)
+    redis_memory: int | None
     redis_retries: int = 0
     quiet_closed: int = 0
     processing_retries: int = 0
     stage_cpu: Mapping[str, float] = field(default_factory=dict)  # stage → CPU seconds (RedisState.cpu)
+    exporter: bool = False  # this worker holds the exporter's lease (monitor/worker/exporter.py)
+    rollups_computed: int = 0  # rollups it computed and stored
 
 
 class PipelineCollector(Collector):
@@ -72,11 +76,62 @@ class PipelineCollector(Collector):
             families["events"].add_metric([topic], count)
         for (topic, partition), behind in sorted(view.lag.items()):
             families["consumer_lag"].add_metric([topic, str(partition)], behind)
-        families["waiting_sessions"].add_metric([], view.waiting)
-        families["redis_memory_bytes"].add_metric([], view.redis_memory)
+        if view.waiting is not None:
+            families["waiting_sessions"].add_metric([], view.waiting)
+        if view.redis_memory is not None:
+            families["redis_memory_bytes"].add_metric([], view.redis_memory)
         families["redis_retries"].add_metric([], view.redis_retries)
         families["quiet_closes"].add_metric([], view.quiet_closed)
         families["processing_retries"].add_metric([], view.processing_retries)
         for stage, seconds in sorted(view.stage_cpu.items()):
             families["worker_cpu_seconds"].add_metric([stage], seconds)
+        yield from families.values()
+
+
+@dataclass(frozen=True)
+class RollupView:
+    """The rollup a scrape read (``at``, ``took``: None when there was none), the scrape's wall-clock time,
+    and this worker's part: whether it holds the exporter's lease, how many rollups it computed."""
+
+    at: float | None
+    took: float | None
+    now: float
+    exporter: bool
+    computed: int
+
+
+class RollupCollector(Collector):
+    def __init__(self, source: Callable[[], RollupView], prefix: str = "search_relevance") -> None:
+        self.source, self.prefix = source, prefix
+
+    def describe(self) -> Iterator[Metric]:
+        """The families :meth:`collect` yields, without samples and without reading the source."""
+        yield from self._families().values()
+
+    def _families(self) -> dict[str, GaugeMetricFamily | CounterMetricFamily]:
+        p = self.prefix
+        return {
+            "timestamp": GaugeMetricFamily(f"{p}_rollup_timestamp_seconds", "When the reads of the rollup "
+                                           "this scrape exports began (Unix seconds, the exporter's clock)",
+                                           labels=[]),
+            "age": GaugeMetricFamily(f"{p}_rollup_age_seconds", "Seconds from then to this scrape: how old "
+                                     "the relevance and canary series are", labels=[]),
+            "duration": GaugeMetricFamily(f"{p}_rollup_duration_seconds", "Seconds the exporter took to "
+                                          "compute that rollup", labels=[]),
+            "exporter": GaugeMetricFamily(f"{p}_rollup_exporter", "1 if this worker holds the exporter's "
+                                          "lease (it computes the rollup), else 0", labels=[]),
+            "computed": CounterMetricFamily(f"{p}_rollups_computed", "Rollups this worker computed and "
+                                            "stored as the exporter", labels=[]),
+        }
+
+    def collect(self) -> Iterator[Metric]:
+        view = self.source()
+        families = self._families()
+        if view.at is not None:
+            families["timestamp"].add_metric([], view.at)
+            families["age"].add_metric([], max(view.now - view.at, 0.0))
+        if view.took is not None:
+            families["duration"].add_metric([], view.took)
+        families["exporter"].add_metric([], 1.0 if view.exporter else 0.0)
+        families["computed"].add_metric([], view.computed)
         yield from families.values()

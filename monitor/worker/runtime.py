@@ -2,7 +2,8 @@
 
 Its own module so that both import it and neither imports the other (``app`` builds the HTTP server).
 :class:`RuntimeView` is the HTTP server's view of a ``Runtime`` (:class:`monitor.worker.http.WorkerView`):
-the Redis reads, the consumer's lag and group membership, the deploys topic.
+the rollup (one Redis read), the consumer's lag and group membership, the exporter's role, the deploys
+topic.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ from typing import Any
 
 import faust
 
-from monitor.export.snapshot import Snapshot
 from monitor.pipeline.client import RedisClient
 from monitor.pipeline.writer import RedisState
-from monitor.worker.canary import Verdicts, current
 from monitor.worker.consumer import BatchConsumer
+from monitor.worker.exporter import Exporter
 from monitor.worker.metrics import PipelineView
 from monitor.worker.processor import Processor
+from monitor.worker.rollup import Rollup
 from monitor.worker.settings import WorkerSettings
 
 
@@ -32,6 +33,7 @@ class Runtime:
     state: RedisState
     processor: Processor
     consumer: BatchConsumer
+    exporter: Exporter
 
     def consuming(self) -> bool:
         """Joined the consumer group (an assignment done) and not rebalancing now."""
@@ -44,21 +46,18 @@ class RuntimeView:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    async def snapshot(self) -> Snapshot:
-        return await self.runtime.state.snapshot()
-
-    async def verdicts(self) -> Verdicts:
-        return await current(self.runtime.state, self.runtime.settings.canary())
+    async def rollup(self) -> Rollup | None:
+        return await self.runtime.exporter.read()
 
     async def pipeline(self) -> PipelineView:
         runtime = self.runtime
-        waiting, memory = await runtime.state.health()
         processor = runtime.processor
-        return PipelineView(consumed=dict(processor.consumed), lag=self.lag(), waiting=waiting,
-                            redis_memory=memory, redis_retries=processor.retries,
+        return PipelineView(consumed=dict(processor.consumed), lag=self.lag(), waiting=None,
+                            redis_memory=None, redis_retries=processor.retries,
                             quiet_closed=processor.quiet_closed,
                             processing_retries=processor.processing_retries,
-                            stage_cpu=dict(runtime.state.cpu))
+                            stage_cpu=dict(runtime.state.cpu), exporter=runtime.exporter.holding,
+                            rollups_computed=runtime.exporter.computed)
 
     def lag(self) -> dict[tuple[str, int], int]:
         """(topic, partition) → messages behind the log end, for the source partitions this worker holds."""
@@ -77,6 +76,7 @@ class RuntimeView:
         problems = []
         try:
             await self.runtime.redis.ping()
+            problems.extend(await self.runtime.exporter.problems())
         except Exception as error:
             problems.append(f"redis: {type(error).__name__}")
         if not self.runtime.consuming():

@@ -57,7 +57,7 @@ def recorded() -> list[str]:
 def test_there_are_rules_and_tests() -> None:
     assert [p.name for p in RULE_FILES] == ["canary.yml", "relevance.yml"]
     assert [p.name for p in TEST_FILES] == ["canary_test.yml", "relevance_test.yml"]
-    assert len(alert_blocks()) == 5 and len(recorded()) == 5
+    assert len(alert_blocks()) == 6 and len(recorded()) == 5
 
 
 @pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.name)

@@ -58,7 +58,10 @@ class Run:
 
 WORKER_ONLY = {"search_relevance_events_total", "search_relevance_consumer_lag",
                "search_relevance_waiting_sessions", "search_relevance_redis_memory_bytes",
-               "search_relevance_redis_retries_total"}
+               "search_relevance_redis_retries_total",
+               # the rollup's: when it was computed and by whom (the exporter's role), not the stream's numbers
+               "search_relevance_rollup_timestamp_seconds", "search_relevance_rollup_age_seconds",
+               "search_relevance_rollup_duration_seconds", "search_relevance_rollup_exporter"}
 
 
 def comparable(samples: Samples) -> Samples:

@@ -3,7 +3,10 @@
 A :class:`Group` is one consumer group (its own app id, Redis key prefix and output topics) over shared
 source topics; :meth:`Group.start` adds a worker process to it. Draining means the group's committed
 offsets reached the end of every source partition and stayed there (the worker commits a batch only
-after its state and outbox are written, so committed means processed).
+after its state and outbox are written, so committed means processed), and then that every worker of the
+group exports a rollup (what ``/metrics`` exports of the shared state, computed by the group's exporter
+every ``rollup_interval``) whose reads began after the drain was first seen: the numbers of the drained
+state, not of a rollup computed just before the last batch.
 """
 
 from __future__ import annotations
@@ -78,6 +81,14 @@ class Worker:
     def metrics_text(self) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=30) as response:
             return response.read().decode()
+
+    def rollup_at(self) -> float | None:
+        """When the reads of the rollup this worker exports began (``None``: no rollup, or no answer)."""
+        try:
+            samples = parse_metrics(self.metrics_text())
+        except OSError:
+            return None
+        return samples.get(("search_relevance_rollup_timestamp_seconds", ()))
 
     def ready(self) -> bool:
         try:
@@ -227,16 +238,17 @@ async def _positions(stream: Stream, group: str) -> tuple[dict[TopicPartition, i
 async def _drained(stream: Stream, group: str, timeout: float, settle: float, workers: list[Worker]) -> None:
     deadline = time.monotonic() + timeout
     last: dict[TopicPartition, int] | None = None
-    since = math.inf
+    since, since_wall = math.inf, math.inf
     while True:
         ends, committed = await _positions(stream, group)
         behind = {tp: end - committed.get(tp, 0) for tp, end in ends.items() if end > committed.get(tp, 0)}
         now = time.monotonic()
         if not behind:
             if last == ends and now - since >= settle:
+                await _rollups_since(since_wall, workers, deadline)
                 return
             if last != ends:
-                last, since = dict(ends), now
+                last, since, since_wall = dict(ends), now, time.time()
         else:
             last, since = None, math.inf
         for worker in workers:
@@ -245,6 +257,18 @@ async def _drained(stream: Stream, group: str, timeout: float, settle: float, wo
         if now > deadline:
             raise AssertionError(f"{group} did not drain in {timeout:.0f} s; behind: {behind}")
         await asyncio.sleep(0.5)
+
+
+async def _rollups_since(since: float, workers: list[Worker], deadline: float) -> None:
+    """Wait until every worker exports a rollup whose reads began at ``since`` (wall clock) or later."""
+    for worker in workers:
+        while (at := await asyncio.to_thread(worker.rollup_at)) is None or at < since:
+            if worker.process.poll() is not None:
+                raise AssertionError(f"a worker exited ({worker.process.returncode}):\n"
+                                     f"{worker.log.read_text()[-4000:]}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no rollup computed after the drain ({since:.1f}): the last began at {at}")
+            await asyncio.sleep(0.2)
 
 
 @dataclass(frozen=True)

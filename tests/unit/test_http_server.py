@@ -2,8 +2,9 @@
 (issue 16, part 3): the view here reads a :class:`MemoryPipeline` run over a small simulated stream.
 
 * ``GET /metrics`` exports what the in-process pipeline's collectors export (relevance, canary and pipeline
-  series, with the settings' label caps), plus the process series; a later scrape sees the stream's later
-  state through the same registry, which was built once and reads the view once per scrape;
+  series, with the settings' label caps), plus the rollup's and the process series; a later scrape sees
+  the stream's later state through the same registry, which was built once and reads the view once per
+  scrape; without a rollup the shared series have no samples (their families are still described);
 * ``GET /healthz`` answers ok; ``GET /readyz`` answers 200 or 503 with the view's problems;
 * ``POST /deploys`` hands a valid deploy to the view's sink, bytes as sent, and answers with its partition
   and offset.
@@ -19,6 +20,7 @@ import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
@@ -31,20 +33,24 @@ from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.export.canary import CanaryCollector
 from monitor.export.prometheus import RelevanceCollector
-from monitor.export.snapshot import Snapshot
 from monitor.pipeline.memory import MemoryPipeline
 from monitor.sim import SimConfig, SimEvent, simulate
 from monitor.worker.canary import Verdicts
 from monitor.worker.http import HttpServer, WorkerView
 from monitor.worker.metrics import PipelineCollector, PipelineView
+from monitor.worker.rollup import Rollup, Shared
 from monitor.worker.settings import WorkerSettings
 
 on_the_fixtures_loop = pytest.mark.asyncio(loop_scope="session")  # the fixtures' loop (pyproject.toml)
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+ROLLUP_SERIES = ("search_relevance_rollup_", "search_relevance_rollups_")
 SETTINGS = WorkerSettings(max_rankers=1, max_variants=1)  # the canary's ranker: other
+WAITING, MEMORY, AT = 4, 1 << 20, 1_763_800_000.0
 VIEW = PipelineView(consumed={"impressions": 120, "annotations": 300}, lag={("impressions", 1): 7},
-                    waiting=4, redis_memory=1 << 20, redis_retries=1, quiet_closed=2, processing_retries=3)
+                    waiting=None, redis_memory=None, redis_retries=1, quiet_closed=2, processing_retries=3,
+                    exporter=True, rollups_computed=5)
+SHARED_VIEW = replace(VIEW, waiting=WAITING, redis_memory=MEMORY)  # what a scrape exports: with the rollup's
 
 
 class MemoryView:
@@ -56,13 +62,14 @@ class MemoryView:
         self.sent: list[tuple[bytes, bytes]] = []
         self.reads: list[str] = []
 
-    async def snapshot(self) -> Snapshot:
-        self.reads.append("snapshot")
-        return self.memory.snapshot()
+        self.no_rollup = False
 
-    async def verdicts(self) -> Verdicts:
-        self.reads.append("verdicts")
-        return verdicts_of(self.memory)
+    async def rollup(self) -> Rollup | None:
+        self.reads.append("rollup")
+        if self.no_rollup:
+            return None
+        shared = Shared(self.memory.snapshot(), verdicts_of(self.memory), WAITING, MEMORY)
+        return Rollup(shared, AT, 0.25, AT + 20.0, "memory")
 
     async def pipeline(self) -> PipelineView:
         self.reads.append("pipeline")
@@ -96,7 +103,7 @@ def exported(memory: MemoryPipeline) -> Samples:
     registry = CollectorRegistry()
     registry.register(RelevanceCollector(lambda: snapshot, SETTINGS.max_rankers, SETTINGS.max_variants))
     registry.register(CanaryCollector(lambda: (verdicts.comparisons, verdicts.deploys), SETTINGS.max_rankers))
-    registry.register(PipelineCollector(lambda: VIEW))
+    registry.register(PipelineCollector(lambda: SHARED_VIEW))
     return parse(generate_latest(registry).decode())
 
 
@@ -149,14 +156,43 @@ async def test_metrics_export_what_the_in_process_pipeline_exports(
         assert answer.headers["Content-Type"].startswith("text/plain; version=")
         samples = parse(await answer.text())
         expected = exported(view.memory)
-        assert {key: value for key, value in samples.items() if not key[0].startswith("process_")} == expected
+        rollup = {key: value for key, value in samples.items() if key[0].startswith(ROLLUP_SERIES)}
+        assert {key: value for key, value in samples.items()
+                if not key[0].startswith(("process_", *ROLLUP_SERIES))} == expected
         assert any(name.startswith("process_") for name, _ in samples)
+        assert rollup[("search_relevance_rollup_timestamp_seconds", ())] == AT
+        assert rollup[("search_relevance_rollup_age_seconds", ())] > 0  # AT is in the past
+        assert rollup[("search_relevance_rollup_duration_seconds", ())] == 0.25
+        assert rollup[("search_relevance_rollup_exporter", ())] == 1.0
+        assert rollup[("search_relevance_rollups_computed_total", ())] == 5
     # not vacuous: scored sessions, canary verdicts, capped rankers, dead letters, the pipeline view
     names = {name for name, _ in expected}
     assert {"search_relevance_dcg", "search_relevance_canary_verdict", "search_relevance_dead_letters_total",
             "search_relevance_deploy_timestamp_seconds", "search_relevance_consumer_lag"} <= names
     assert any(dict(labels).get("ranker") == "other" for _, labels in expected)
-    assert view.reads == ["snapshot", "verdicts", "pipeline"] * 2  # once per scrape, before collecting
+    assert view.reads == ["rollup", "pipeline"] * 2  # once per scrape, before collecting
+
+
+@on_the_fixtures_loop
+async def test_without_a_rollup_the_shared_series_have_no_samples(
+        client: TestClient, view: MemoryView, stream: list[SimEvent]) -> None:  # type: ignore[type-arg]
+    submit(view.memory, stream)
+    view.no_rollup = True
+    answer = await client.get("/metrics")
+    assert answer.status == 200
+    text = await answer.text()
+    samples = parse(text)
+    names = {name for name, _ in samples}
+    assert "# TYPE search_relevance_dcg gauge" in text and "# TYPE search_relevance_canary_verdict gauge" in text
+    assert not {n for n in names if n.startswith("search_relevance_") and not n.startswith(ROLLUP_SERIES)} - {
+        "search_relevance_events_total", "search_relevance_consumer_lag", "search_relevance_redis_retries_total",
+        "search_relevance_quiet_closes_total", "search_relevance_processing_retries_total"}
+    assert ("search_relevance_rollup_age_seconds", ()) not in samples
+    assert samples[("search_relevance_rollup_exporter", ())] == 1.0
+    view.no_rollup = False  # the same registry exports the rollup once there is one
+    samples = parse(await (await client.get("/metrics")).text())
+    assert ("search_relevance_dcg_ci_lower" in {name for name, _ in samples}
+            and samples[("search_relevance_waiting_sessions", ())] == WAITING)
 
 
 @on_the_fixtures_loop
