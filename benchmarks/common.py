@@ -10,6 +10,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from monitor.core.events import encode_annotation
 from monitor.pipeline.batch import Message
 from monitor.pipeline.memory import partition_of
 from monitor.pipeline.writer import RedisState
+from monitor.worker.settings import WorkerSettings
 from tests.support.worker_harness import Group, Stream, Worker, parse_metrics
 
 PARTITIONS = 4
@@ -157,7 +159,8 @@ def round_robin_arguments(parser: argparse.ArgumentParser, sessions: int) -> Non
     """The options of a benchmark that drives :func:`apply_round_robin` over a simulated stream."""
     parser.add_argument("--sessions", type=int, default=sessions, help="simulated sessions per run")
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--batch", type=int, default=500, help="messages per batch at most (the worker's)")
+    parser.add_argument("--batch", type=int, default=WorkerSettings().batch_size,
+                        help="messages of a partition per batch at most (default: the worker's batch_size)")
     parser.add_argument("--repeats", type=int, default=3)
 
 
@@ -349,11 +352,24 @@ async def watch_drain(group: Group, worker: Worker, redis_url: str, ends: dict[t
 def worker_drain(group: Group, redis_url: str, ends: dict[tuple[str, int], int], timeout: float,
                  broker: int | None = None) -> Drain:
     started = time.monotonic()
-    worker = group.start()
-    ready = time.monotonic() - started
+    # watched from the spawn, not from /readyz: `--processes N` is ready when all N are, and the first
+    # may have applied a good part of the backlog by then
+    worker = group.spawn()
+    became_ready: list[float] = []
+
+    def readiness() -> None:
+        while not became_ready and worker.process.poll() is None and time.monotonic() - started < timeout:
+            if worker.ready():
+                became_ready.append(time.monotonic() - started)
+            time.sleep(0.1)
+
+    probe = threading.Thread(target=readiness, daemon=True)
+    probe.start()
     try:
         messages, applied_s, committed_s, (cpu, redis, kafka) = asyncio.run(
             watch_drain(group, worker, redis_url, ends, timeout, broker))
+        probe.join(timeout=30)
+        ready = became_ready[0] if became_ready else math.nan
         rss = rss_mib(worker.process.pid)
         stages = stage_cpu(scrape(worker)[0])
     finally:

@@ -601,6 +601,8 @@ def main() -> None:
     parser.add_argument("--processes", default="1,2,4",
                         help="part 1b's worker process counts, comma-separated (default 1,2,4; 'none': skip)")
     parser.add_argument("--parts", default="1,2,3", help="which parts to run (default 1,2,3)")
+    parser.add_argument("--drain-rate", type=float,
+                        help="the realistic drain rate parts 2 and 3 take when part 1 does not run")
     parser.add_argument("--probes", type=int, help="latency probes at most (default 300; quick 30)")
     parser.add_argument("--latency-seconds", type=float, help="part 2's probing time (default 75; quick 10)")
     parser.add_argument("--memory-events", type=int, default=1_000_000, help="part 3's messages at most")
@@ -640,6 +642,9 @@ def main() -> None:
                                       args.baseline, processes),
                     chosen, bootstrap, redis_url, scratch, cleanup, tag)
                 report.rows += rows
+            if math.isnan(sustained) and args.drain_rate:
+                sustained = args.drain_rate
+                say(f"parts 2 and 3 take the drain rate given: {sustained:.0f} msg/s")
             if math.isnan(sustained):
                 sustained = 4000.0 if not quick else 2000.0
                 say(f"no realistic drain rate measured: parts 2 and 3 take {sustained:.0f} msg/s")
