@@ -2,8 +2,8 @@
 
 1. Warm-up: a backlog of simulated traffic (monitor/sim, no invalid events, every session sampled: the
    heaviest path) is produced, then one worker starts and drains it; its drain rate is measured from its
-   own ``search_relevance_events_total`` between 10% and 90% of the backlog (the README's figure, from
-   benchmarks/stream.py, is 3,000–3,400 messages/s on this 2-core machine). Its RSS when idle after
+   own ``search_relevance_events_total`` from the first sample until it has caught up (measured here:
+   4,100-7,000 messages/s on this 2-core machine, on this all-sampled stream). Its RSS when idle after
    that is the baseline.
 2. Burst: the next messages of the same simulated stream are produced for ``BURST_SECONDS`` at
    ``BURST_FACTOR`` (12) times that rate, paced in 20 ms steps, by one aiokafka producer filling
@@ -129,8 +129,8 @@ class Sampler:
 
 
 def drain_rate(worker: Worker, backlog: int, timeout: float = 120.0) -> float:
-    """The worker's drain rate over a backlog it is consuming: messages/s between 10% and 90% of it, once
-    it has caught up (lag 0, consumed ≥ backlog)."""
+    """The worker's drain rate over a backlog it is consuming: messages/s from the first sample until it has
+    caught up (lag 0, consumed ≥ backlog)."""
     deadline = time.monotonic() + timeout
     points: list[tuple[float, float]] = []
     while True:
@@ -142,10 +142,13 @@ def drain_rate(worker: Worker, backlog: int, timeout: float = 120.0) -> float:
         assert worker.process.poll() is None, worker.log.read_text()[-4000:]
         assert now < deadline, f"the warm-up backlog did not drain in {timeout:.0f} s ({consumed}/{backlog})"
         time.sleep(0.25)
-    low = next(p for p in points if p[1] >= 0.1 * backlog)
-    high = next(p for p in points if p[1] >= 0.9 * backlog)
-    assert high[0] > low[0], points
-    return (high[1] - low[1]) / (high[0] - low[0])
+    # from the first sample to the end of the drain (lag 0, the fan-out annotations the worker publishes to
+    # itself included): the rate moves a lot within it (labels before their impressions are cheap, a
+    # sampled session's scoring and fan-outs are not), so a span of the backlog's 10-90% could time its
+    # cheap part alone (CI once measured twice the true rate that way)
+    (first_at, first), (last_at, last) = points[0], points[-1]
+    assert last_at > first_at and last > first, points
+    return (last - first) / (last_at - first_at)
 
 
 def test_a_burst_of_ten_times_the_drain_rate_is_absorbed_and_drained(
