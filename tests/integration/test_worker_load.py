@@ -20,7 +20,7 @@ depend on the burst (the backlog waits in Kafka, the state in Redis; the worker 
 aiokafka's fixed-size fetch buffers and one batch (the bound grows with ``batch_size``): the burst's 300,000-odd messages as Python objects
 would take several times the bound); the process never exited; and after a flush every relevance series
 equals ``MemoryPipeline`` on exactly the messages produced (no message lost, none counted twice). The
-figures are printed (run with ``-s``). The whole test takes about two and a half minutes.
+figures are printed (run with ``-s``). The whole test takes about three minutes.
 
 The worker's lag metric knows a partition's log end from its consumer's last fetch of that partition, so
 during the burst it can lag the log end by some seconds (its peak comes after the burst's end); the
