@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from monitor.core.events import Annotation, Deploy, EventError
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.counted import Counted
 from monitor.core.stream.history import Seen, epoch_of, see
 from monitor.core.stream.labels import Labels, Stamps
 from monitor.core.stream.rollup import slice_keys
@@ -42,6 +43,9 @@ class Outcome(NamedTuple):
         return self.dead_letter is not None or bool(self.fan_out) or (
             self.transition is not None and bool(self.transition.requests))
 
+
+COUNTED = Outcome()
+"""The outcome of an impression the step only counts (applied; nothing to publish, no transition kept)."""
 
 FanOut = list[tuple[str, Annotation]]
 Outbox = Callable[[int, "Message", Outcome], Sequence[bytes]]
@@ -145,6 +149,18 @@ class Batch:
             self.budget[(bucket, period)] += amount
         self.deploys.extend(t.deploys)
 
+    def add_counted(self, watermark: float, counted: Counted) -> None:
+        """:meth:`add` of the transition of an impression the step only counts
+        (:meth:`~monitor.pipeline.partition_state.PartitionState.count_only`), without building it."""
+        self.watermark = watermark
+        see(self.seen, *counted.seen)
+        self.counters[(counted.group, "impressions")] += 1.0
+        cells = self.sketch.get(counted.slice)
+        if cells is None:
+            cells = self.sketch[counted.slice] = defaultdict(float)
+        for name in counted.fields:
+            cells[name] += 1.0
+
     def ops(self, keys: Keys, config: StreamConfig, offsets: Mapping[str, int],
             fence: str | None = None) -> Ops:
         """Everything the batch changed, its outbox entries and ``offsets`` as the writes of one
@@ -202,8 +218,9 @@ class Batch:
         width = config.sketch_width
         for index, cells in self.sketch.items():  # one BITFIELD of u32 counters per slice (sketch_cache.py)
             key = keys.p(partition, "cmsb", index)
-            ops.add("bitincr", key, *(a for cell, count in cells.items()
-                                      for a in (str(field_index(cell, width)), str(int(count)))))
+            first, last = ops.span([a for cell, count in cells.items() for a in (
+                "INCRBY", "u32", f"#{field_index(cell, width)}", str(int(count)))])
+            ops.add("bitincr", key, first, last)
             ops.add("expire", key, str(int(config.frequency_window * 2)))
         for (bucket, period), used in self.budget.items():
             key = keys.p(partition, "bud", period)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from monitor.core.events import Annotation, Event, Impression
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.counted import Counted, only_counted
 from monitor.core.stream.join import frequency_slices, next_watermark
 from monitor.core.stream.labels import Labels, SharedGrades, Stamps
 from monitor.core.stream.sampling import budget_period
@@ -23,6 +24,7 @@ from monitor.core.stream.transition import Loaded, Transition
 
 _EMPTY: Labels = {}  # what load gives for none: shared, never changed (nobody changes what load gives)
 _EMPTY_STAMPS: Stamps = {}
+_EMPTY_SLICE: dict[str, float] = {}
 
 
 @dataclass
@@ -73,6 +75,30 @@ class PartitionState:
             if self.deadlines.get(session_id) == deadline:
                 out.append(self.records[session_id])
         return out
+
+    def count_only(self, event: Impression, query_labels: Mapping[str, Labels], config: StreamConfig,
+                   partitions: int) -> Counted | None:
+        """An impression the step would only count (:func:`~monitor.core.stream.join.only_counted`), applied
+        to this state as :meth:`apply` would apply its transition (the watermark and the sketch); None, and
+        nothing changed, when the step must run: the session has a record (a duplicate) or early labels,
+        a session may be due to close by the new watermark, or the impression may be sampled."""
+        session_id = event.session_id
+        if session_id in self.records or session_id in self.early:
+            return None
+        watermark = self.watermark if self.watermark >= event.ts else event.ts
+        if self.heap and self.heap[0][0] <= watermark:
+            return None
+        sketch = ([self.sketch.get(i, _EMPTY_SLICE) for i in frequency_slices(event.ts, config)]
+                  if event.query_bucket is None else [])
+        counted = only_counted(event, sketch, self.budget,
+                               bool(query_labels.get(query_key(event.query))), config, partitions)
+        if counted is None:
+            return None
+        self.watermark = watermark
+        slot = self.sketch.setdefault(counted.slice, {})
+        for name in counted.fields:
+            slot[name] = slot.get(name, 0.0) + 1.0
+        return counted
 
     def load(self, event: Event, query_labels: Mapping[str, Labels], config: StreamConfig,
              shared: Mapping[str, SharedGrades] | None = None,

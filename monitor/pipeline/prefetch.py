@@ -25,11 +25,11 @@ from typing import Any
 
 from monitor.core.events import Annotation, Event, Impression
 from monitor.core.stream.config import StreamConfig
-from monitor.core.stream.join import frequency_cells, frequency_slices
+from monitor.core.stream.counted import frequency_fields
+from monitor.core.stream.join import frequency_slices
 from monitor.core.stream.labels import Labels, SharedGrades, Stamps
 from monitor.core.stream.sampling import budget_period, may_sample
 from monitor.core.stream.session import SessionRecord, query_key
-from monitor.core.stream.sketch import cell_field
 from monitor.pipeline.client import RedisClient, queue_mget
 from monitor.pipeline.keys import Keys, text
 from monitor.pipeline.partition_state import PartitionState
@@ -104,7 +104,7 @@ async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: Str
     final = watermark
     for e in impressions:
         if e.query_bucket is None:  # only an impression without a bucket reads the sketch
-            fields = [cell_field(c) for c in frequency_cells(e.query, config)]
+            fields = frequency_fields(e.query, config)
             for index in frequency_slices(e.ts, config):
                 cells.setdefault(index, set()).update(fields)
         final = max(final, e.ts)

@@ -42,8 +42,8 @@ def _script(name: str) -> str:
 
 
 APPLY_OPS = _script("apply.lua")
-"""The writes of one commit: ``ARGV[1]`` is :attr:`Ops.ops` as JSON, then :attr:`Ops.values`; ``KEYS`` is
-:attr:`Ops.keys`."""
+"""The writes of one commit: ``ARGV[1]`` is :attr:`Ops.ops` in MessagePack, then :attr:`Ops.values`;
+``KEYS`` is :attr:`Ops.keys`."""
 
 SHARED_MERGE = _script("shared_merge.lua")
 """One session's grades into a query's ``shared`` hash; returns the documents it is now the earliest of."""
@@ -54,8 +54,9 @@ QUERY_MERGE = _script("query_merge.lua")
 
 class Ops:
     """The writes of one commit as a list for :data:`APPLY_OPS`: ``[name, key index, args...]``. Large
-    values (session records, early labels, outbox entries, deploys) are not in the list: they follow it as
-    ``ARGV[2..]`` (:meth:`value` gives the index an op names), so the script does not parse them as JSON."""
+    values (session records, early labels, outbox entries, deploys) and the sketch's ``BITFIELD``
+    arguments are not in the list: they follow it as ``ARGV[2..]`` (:meth:`value` and :meth:`span` give
+    the indices an op names), so the script neither decodes nor builds them."""
 
     def __init__(self) -> None:
         self.keys: list[str] = []
@@ -74,6 +75,13 @@ class Ops:
         """Pass ``value`` beside the ops; the index of ``ARGV`` that holds it, for an op's argument."""
         self.values.append(value)
         return str(len(self.values) + 1)  # ARGV[1] is the ops
+
+    def span(self, values: Sequence[str]) -> tuple[str, str]:
+        """Pass ``values`` beside the ops, in order: the first and last index of ``ARGV`` that hold them
+        (arguments the script hands to one command as they are, without building them in Lua)."""
+        first = len(self.values) + 2
+        self.values.extend(values)
+        return str(first), str(len(self.values) + 1)
 
 
 def early_json(labels: Labels, stamps: Stamps) -> str:

@@ -48,7 +48,7 @@ from monitor.core.stream.labels import merge_grades
 from monitor.core.stream.sampling import budget_period
 from monitor.core.stream.session import SessionRecord
 from monitor.core.stream.transition import Loaded, Transition
-from monitor.pipeline.batch import Batch, Fenced, Message, Outbox, Outcome, StateBehind
+from monitor.pipeline.batch import COUNTED, Batch, Fenced, Message, Outbox, Outcome, StateBehind
 from monitor.pipeline.client import RedisClient
 from monitor.pipeline.keys import SEQ, Keys, text
 from monitor.pipeline.prefetch import prefetch
@@ -136,6 +136,12 @@ class RedisState(Reader):
                 outcomes[index] = Outcome(dead_letter=stale)
                 batch.counters[("", f"dead_letter:{stale.code}")] += 1.0
                 continue
+            if isinstance(event, Impression):  # most traffic: only counted, no Loaded, step or Transition
+                counted = state.count_only(event, query_labels, self.config, self.partitions)
+                if counted is not None:
+                    batch.add_counted(state.watermark, counted)
+                    outcomes[index] = COUNTED
+                    continue
             loaded = state.load(event, query_labels, self.config, shared, query_stamps)
             transition = step(event, loaded, self.config, self.scale, self.partitions)
             if transition.pending_queries and transition.pending_queries[0][0] not in read.loaded:

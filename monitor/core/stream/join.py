@@ -42,14 +42,14 @@ from monitor.core.grades import Scale, TrecScale
 from monitor.core.judged import JudgedList
 from monitor.core.stream.admission import ranker_regex, undeclared
 from monitor.core.stream.config import OTHER, StreamConfig
-from monitor.core.stream.history import arm_of
+from monitor.core.stream.counted import counted_impression
 from monitor.core.stream.labels import Labels, merge_grades, shared_grades
 from monitor.core.stream.sampling import budget_period, sampled
 from monitor.core.stream.session import SessionRecord, query_key
-from monitor.core.stream.sketch import Cell, cell_field, classify, estimate, sketch_cells
+from monitor.core.stream.sketch import Cell, classify, estimate, sketch_cells
 from monitor.core.stream.stats import Stats, expired_stats, negated, session_stats
 from monitor.core.stream.transition import AnnotationRequest, Loaded, Transition
-from monitor.core.stream.windows import slice_index, window_slices
+from monitor.core.stream.windows import window_slices
 
 
 def max_level(scale: Scale) -> float:
@@ -144,14 +144,10 @@ def _on_impression(event: Impression, loaded: Loaded, config: StreamConfig, scal
     if found is not None:
         _on_undeclared(event, found[0], loaded, config, partitions, out)
         return
-    cells = frequency_cells(event.query, config)
-    bucket = event.query_bucket or classify(estimate(cells, loaded.sketch) * partitions,
-                                            config.head_min_frequency, config.torso_min_frequency)
-    current = slice_index(event.ts, config.frequency_window / config.frequency_slices)
-    out.sketch = [(current, cell_field(cell)) for cell in cells]
-    variant = event.variant or "control"
-    group = f"{bucket}|{event.ranker}|{variant}"
-    out.seen = (arm_of(variant), event.ranker, event.ts)
+    counted = counted_impression(event, loaded.sketch, config, partitions)
+    bucket, variant, group = counted.bucket, counted.variant, counted.group
+    out.sketch = [(counted.slice, name) for name in counted.fields]
+    out.seen = counted.seen
     out.counters.append((group, "impressions", 1.0))
     if not sampled(bucket, loaded, config, partitions):
         if loaded.early_labels:  # (only these: most impressions have none, and a drop is a write)

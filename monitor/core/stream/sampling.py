@@ -34,10 +34,17 @@ def sampled(bucket: str, loaded: Loaded, config: StreamConfig, partitions: int) 
     judged query's session may still show unjudged documents, whose requests would escape the budget, and
     letting a session in because its own documents are judged (it costs nothing) would favour the ranker
     that shows judged documents."""
-    below = loaded.budget_used.get(bucket, 0.0) < config.budget[bucket] / partitions
+    spent = loaded.budget_used.get(bucket, 0.0)
+    return sampled_by(bucket, spent, bool(loaded.query_labels), config, partitions)
+
+
+def sampled_by(bucket: str, spent: float, judged: bool, config: StreamConfig, partitions: int) -> bool:
+    """:func:`sampled` from what it reads: the bucket's ``spent`` budget this period and whether the query
+    has query-level judgments (``judged``)."""
+    below = spent < config.budget[bucket] / partitions
     if config.budget_unit == "judgments":
         return below
-    return bool(loaded.query_labels) or below
+    return judged or below
 
 
 def may_sample(event: Impression, spent: Mapping[str, float], judged: bool, config: StreamConfig,

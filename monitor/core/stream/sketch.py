@@ -31,11 +31,22 @@ def cell_field(cell: Cell) -> str:
     return f"{cell[0]}:{cell[1]}"
 
 
+@lru_cache(maxsize=16384)
+def cell_fields(query: str, width: int, depth: int) -> tuple[str, ...]:
+    """The fields (:func:`cell_field`) of the query's cells, remembered as :func:`sketch_cells` is."""
+    return tuple(map(cell_field, sketch_cells(query, width, depth)))
+
+
 def estimate(cells: Sequence[Cell], slices: Sequence[Mapping[str, float]]) -> float:
     """min over rows of the cell's count summed over slices (0 for an empty sketch)."""
-    if not cells:
+    return estimate_fields(tuple(map(cell_field, cells)), slices)
+
+
+def estimate_fields(fields: Sequence[str], slices: Sequence[Mapping[str, float]]) -> float:
+    """:func:`estimate` from the cells' fields (:func:`cell_fields`)."""
+    if not fields:
         return 0.0
-    return min(sum(counts.get(name, 0.0) for counts in slices) for name in map(cell_field, cells))
+    return min(sum(counts.get(name, 0.0) for counts in slices) for name in fields)
 
 
 def classify(frequency: float, head_min: float, torso_min: float) -> str:

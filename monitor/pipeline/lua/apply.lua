@@ -1,9 +1,12 @@
--- The writes of one commit (monitor/pipeline/scripts.py, Ops): ARGV[1] is a JSON list of
+-- The writes of one commit (monitor/pipeline/scripts.py, Ops): ARGV[1] is a MessagePack list of
 -- [name, key index, args...], KEYS the keys the indices name (all in the partition's hash slot); the large
--- values (records, early labels, outbox entries, deploys) follow as ARGV[2..], named by their index in the
--- ops 'setv' and 'rpushv', so they are not parsed as JSON. The first
--- op of a fenced commit is 'fence': compare-and-increment the partition's commit counter, or write nothing.
+-- values (records, early labels, outbox entries, deploys) and the sketch's BITFIELD arguments follow as
+-- ARGV[2..], named by their index in the ops 'setv', 'rpushv' and 'bitincr', so they are neither decoded
+-- nor built here. The first op of a fenced commit is 'fence': compare-and-increment the partition's commit
+-- counter, or write nothing. Sums ('hincr') are doubles written with 17 significant digits (what Python's
+-- float reads back exactly), as the in-process core adds them.
 local ops = cmsgpack.unpack(ARGV[1])
+local CHUNK = 4000  -- arguments per unpack (Lua's C stack holds 8,000; a multiple of 4 and of 2)
 for _, op in ipairs(ops) do
   local name, key = op[1], KEYS[op[2]]
   if name == 'fence' then  -- always the first op: compare-and-increment the partition's commit counter
@@ -12,16 +15,23 @@ for _, op in ipairs(ops) do
       return redis.error_reply('FENCED ' .. op[3] .. ' is ' .. stored .. ', expected ' .. op[4])
     end
     redis.call('HINCRBY', key, op[3], 1)
-  elseif name == 'hincr' then
-    for i = 3, #op, 2 do redis.call('HINCRBYFLOAT', key, op[i], op[i + 1]) end
-  elseif name == 'bitincr' then  -- the sketch's u32 counters at these positions, a few BITFIELD calls
-    for first = 3, #op, 1000 do
-      local args = {'OVERFLOW', 'SAT'}
-      for i = first, math.min(first + 999, #op), 2 do
-        table.insert(args, 'INCRBY'); table.insert(args, 'u32'); table.insert(args, '#' .. op[i])
-        table.insert(args, op[i + 1])
+  elseif name == 'hincr' then  -- one HMGET and one HSET per hash: a redis.call costs more than the sums
+    for first = 3, #op, CHUNK do
+      local last = math.min(first + CHUNK - 1, #op)
+      local fields = {}
+      for i = first, last, 2 do fields[#fields + 1] = op[i] end
+      local held = redis.call('HMGET', key, unpack(fields))
+      local writes = {}
+      for j = 1, #fields do
+        writes[2 * j - 1] = fields[j]
+        writes[2 * j] = string.format('%.17g', (tonumber(held[j]) or 0) + tonumber(op[first + 2 * j - 1]))
       end
-      redis.call('BITFIELD', key, unpack(args))
+      redis.call('HSET', key, unpack(writes))
+    end
+  elseif name == 'bitincr' then  -- the sketch's u32 counters: ARGV[op[3]..op[4]] are BITFIELD's arguments
+    local first, last = tonumber(op[3]), tonumber(op[4])
+    for at = first, last, CHUNK do
+      redis.call('BITFIELD', key, 'OVERFLOW', 'SAT', unpack(ARGV, at, math.min(at + CHUNK - 1, last)))
     end
   elseif name == 'hset' then
     for i = 3, #op, 2 do redis.call('HSET', key, op[i], op[i + 1]) end
