@@ -27,13 +27,13 @@ from monitor.core.events import Annotation, Event, Impression
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.counted import frequency_fields
 from monitor.core.stream.join import frequency_slices
-from monitor.core.stream.labels import Labels, SharedGrades, Stamps
+from monitor.core.stream.labels import Labels, Stamps
 from monitor.core.stream.sampling import budget_period, may_sample
 from monitor.core.stream.session import SessionRecord, query_key
 from monitor.pipeline.client import RedisClient, queue_mget
 from monitor.pipeline.keys import Keys, text
 from monitor.pipeline.partition_state import PartitionState
-from monitor.pipeline.scripts import Scripts, parse_early, parse_shared
+from monitor.pipeline.scripts import LazyShared, Scripts, parse_early
 from monitor.pipeline.sketch_cache import SketchCache
 
 
@@ -46,7 +46,7 @@ class Prefetched:
     state: PartitionState
     query_labels: dict[str, Labels] = field(default_factory=dict)
     query_stamps: dict[str, Stamps] = field(default_factory=dict)
-    shared: dict[str, SharedGrades] = field(default_factory=dict)
+    shared: LazyShared = field(default_factory=LazyShared)  # each parsed when a step reads it
     loaded: set[str] = field(default_factory=set)
 
 
@@ -59,7 +59,7 @@ def _queue_query(pipe: Any, keys: Keys, qkey: str) -> None:
 def _take_query(out: Prefetched, qkey: str, results: Sequence[Any], at: int) -> int:
     out.query_labels[qkey] = {text(k): int(v) for k, v in results[at].items()}
     out.query_stamps[qkey] = {text(k): float(v) for k, v in results[at + 1].items()}
-    out.shared[qkey] = parse_shared(results[at + 2])
+    out.shared.hold(qkey, results[at + 2])
     out.loaded.add(qkey)
     return at + 3
 
@@ -143,7 +143,7 @@ async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: Str
               if exists]
     at += len(other_order)
     for qkey in refreshed:
-        out.shared[qkey] = parse_shared(results[at])
+        out.shared.hold(qkey, results[at])
         at += 1
     for index in whole:
         sketches.load(partition, index, results[at], results[at + 1])

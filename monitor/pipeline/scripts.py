@@ -21,7 +21,7 @@ error the worker waits out (the batch is tried again, the scripts loaded again f
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import Any
@@ -102,6 +102,45 @@ def parse_shared(stored: Mapping[bytes | str, bytes | str]) -> SharedGrades:
     reads it."""
     return {text(doc): {origin: (float(ts), int(level)) for origin, ts, level in _entries(raw)}
             for doc, raw in stored.items()}
+
+
+class LazyShared(MutableMapping[str, SharedGrades]):
+    """Queries' shared grades as read, each parsed (:func:`parse_shared`) only when a step asks for it: a
+    batch reads them for every query an impression of it may be sampled for, and most of those are not
+    sampled (then nothing reads them, and a head query's hash is large)."""
+
+    def __init__(self) -> None:
+        self._parsed: dict[str, SharedGrades] = {}
+        self._raw: dict[str, Mapping[bytes | str, bytes | str]] = {}
+
+    def hold(self, key: str, stored: Mapping[bytes | str, bytes | str]) -> None:
+        """The query's ``shared`` hash as Redis returned it."""
+        self._parsed.pop(key, None)
+        self._raw[key] = stored
+
+    def __getitem__(self, key: str) -> SharedGrades:
+        stored = self._raw.pop(key, None)
+        if stored is not None:
+            self._parsed[key] = parse_shared(stored)
+        return self._parsed[key]
+
+    def __setitem__(self, key: str, value: SharedGrades) -> None:
+        self._raw.pop(key, None)
+        self._parsed[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        if self._raw.pop(key, None) is None:
+            del self._parsed[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._raw or key in self._parsed
+
+    def __iter__(self) -> Iterator[str]:
+        yield from list(self._parsed)
+        yield from list(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._parsed) + len(self._raw)
 
 
 def _entries(raw: bytes | str) -> list[tuple[str, str, int]]:

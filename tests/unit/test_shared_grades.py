@@ -199,3 +199,33 @@ def test_the_worker_reads_share_session_grades_from_the_stream_table(tmp_path: P
     path.write_text('[stream]\nshare_session_grades = "no"\n')
     with pytest.raises(SettingsError, match="share_session_grades must be true or false"):
         load_settings({}, path)
+
+
+def test_shared_grades_read_for_a_batch_are_parsed_only_when_a_step_asks() -> None:
+    import msgspec
+
+    from monitor.pipeline import scripts
+
+    calls: list[str] = []
+    real = scripts.parse_shared
+
+    def counting(stored):  # type: ignore[no-untyped-def]
+        calls.append("parsed")
+        return real(stored)
+
+    shared = scripts.LazyShared()
+    stored = {b"d1": msgspec.msgpack.encode([["s1", "10.0", 3]])}
+    shared.hold("qa", stored)
+    shared.hold("qb", {b"d2": json.dumps([["s2", "11.0", 1]]).encode()})
+    original, scripts.parse_shared = scripts.parse_shared, counting
+    try:
+        assert "qa" in shared and len(shared) == 2 and sorted(shared) == ["qa", "qb"] and calls == []
+        assert shared.get("qa", {}) == {"d1": {"s1": (10.0, 3)}} and calls == ["parsed"]
+        assert shared["qa"] == {"d1": {"s1": (10.0, 3)}} and calls == ["parsed"]  # once
+        shared["qb"] = {"d9": {"s9": (1.0, 0)}}  # a batch's own merge replaces what was read
+        assert shared.get("qb") == {"d9": {"s9": (1.0, 0)}} and calls == ["parsed"]
+        assert shared.get("qc", {}) == {} and "qc" not in shared
+        del shared["qa"]
+        assert sorted(shared) == ["qb"]
+    finally:
+        scripts.parse_shared = original

@@ -79,8 +79,12 @@ for _, op in ipairs(ops) do
       redis.call('HINCRBYFLOAT', counters, '|labels_dropped:evicted', grades)
       redis.call('HINCRBYFLOAT', counters, '|early_sessions_evicted', sessions)
     end
-  elseif name == 'rpushv' then
-    for i = 3, #op do redis.call('RPUSH', key, ARGV[tonumber(op[i])]) end
+  elseif name == 'rpushv' then  -- one RPUSH of every value (in chunks)
+    for first = 3, #op, CHUNK do
+      local values = {}
+      for i = first, math.min(first + CHUNK - 1, #op) do values[#values + 1] = ARGV[tonumber(op[i])] end
+      redis.call('RPUSH', key, unpack(values))
+    end
   else
     return redis.error_reply('unknown op ' .. tostring(name))
   end
