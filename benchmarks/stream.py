@@ -331,8 +331,11 @@ def part_latency(options: Options, bootstrap: str, redis_url: str, scratch: Path
                              f"{worker.log.read_text()[-3000:]}")
         p50, p99 = percentile(probes.latencies, 50), percentile(probes.latencies, 99)
         label = "half of" if share == 0.5 else "a quarter of"
-        say(f"  {background:.0f} msg/s: p50 {1000 * p50:.0f} ms, p99 {1000 * p99:.0f} ms "
-            f"({len(probes.latencies)} probes), consumed {consumed:.0f} msg/s, lag {lag:.0f}")
+        p90 = percentile(probes.latencies, 90)
+        say(f"  {background:.0f} msg/s: p50 {1000 * p50:.0f} ms, p90 {1000 * p90:.0f} ms, "
+            f"p99 {1000 * p99:.0f} ms ({len(probes.latencies)} probes; the slowest five: "
+            f"{', '.join(f'{1000 * x:.0f}' for x in sorted(probes.latencies)[-5:])} ms), consumed "
+            f"{consumed:.0f} msg/s, lag {lag:.0f}")
         report.rows += [
             ("2", f"realistic traffic at {label} the drain rate: annotation → session counted, p50 / p99 "
                   f"({len(probes.latencies)} probes)", f"{1000 * p50:.0f} / {1000 * p99:.0f} ms",
