@@ -78,10 +78,10 @@ class PartitionState:
 
     def count_only(self, event: Impression, query_labels: Mapping[str, Labels], config: StreamConfig,
                    partitions: int) -> Counted | None:
-        """An impression the step would only count (:func:`~monitor.core.stream.join.only_counted`), applied
-        to this state as :meth:`apply` would apply its transition (the watermark and the sketch); None, and
-        nothing changed, when the step must run: the session has a record (a duplicate) or early labels,
-        a session may be due to close by the new watermark, or the impression may be sampled."""
+        """An impression the step would only count (:func:`~monitor.core.stream.counted.only_counted`),
+        applied to this state as :meth:`apply` would apply its transition (the watermark and the sketch);
+        None, and nothing changed, when the step must run: the session has a record (a duplicate) or early
+        labels, a session may be due to close by the new watermark, or the impression may be sampled."""
         session_id = event.session_id
         if session_id in self.records or session_id in self.early:
             return None
