@@ -20,13 +20,19 @@ async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
 
 
 async def partition_layout(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
-    """Each partition of ``topic`` as (leader, replicas, in-sync replicas), from the cluster's metadata."""
+    """Each partition of ``topic`` as (leader, replicas, in-sync replicas), from the cluster's metadata; a
+    broker whose metadata lacks a topic just created answers with no partitions (CI saw it once on the
+    three-broker cluster), so it is asked again for up to 30 s."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
+    deadline = time.monotonic() + 30.0
     try:
-        [described] = await admin.describe_topics([topic])
-        return {p["partition"]: (p["leader"], sorted(p["replicas"]), sorted(p["isr"]))
-                for p in described["partitions"]}
+        while True:
+            [described] = await admin.describe_topics([topic])
+            if described["partitions"] or time.monotonic() > deadline:
+                return {p["partition"]: (p["leader"], sorted(p["replicas"]), sorted(p["isr"]))
+                        for p in described["partitions"]}
+            await asyncio.sleep(0.2)
     finally:
         await admin.close()
 
