@@ -66,6 +66,7 @@ class _Deploy(msgspec.Struct, tag_field="type", tag="deploy", gc=False):
     ranker: str
     ts: float | str
     previous: str | None = None
+    share: float | None = None
     schema: int = 1
 
 
@@ -151,8 +152,14 @@ def _annotation(obj: _Annotation, scale: Scale, limits: Limits) -> Annotation:
 def _deploy(obj: _Deploy, limits: Limits) -> Deploy:
     if obj.kind not in events.DEPLOY_KINDS:
         raise _Refused
+    share = obj.share
+    if share is None:
+        if obj.kind == "canary_share":  # required there
+            raise _Refused
+    elif obj.kind not in events.SHARE_KINDS or not 0.0 < share < 1.0:  # NaN and ±inf fail too
+        raise _Refused
     return Deploy(obj.kind, _text(obj.ranker, limits.max_id_chars), _ts(obj.ts),
-                  _optional(obj.previous, limits.max_id_chars))
+                  _optional(obj.previous, limits.max_id_chars), share)
 
 
 def fast_decode(raw: bytes, scale: Scale, limits: Limits = DEFAULT_LIMITS) -> Event | None:

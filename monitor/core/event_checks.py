@@ -22,6 +22,7 @@ from monitor.core.events import (
     QUERY_KEY_PATTERN,
     SCHEMA_VERSIONS,
     SCOPES,
+    SHARE_KINDS,
     Annotation,
     Deploy,
     Event,
@@ -94,6 +95,26 @@ def _timestamp(obj: dict[str, Any], key: str, required: bool) -> float | None:
         return parsed.timestamp()
     raise EventError(key, f"expected epoch seconds or an ISO-8601 time, got {type(value).__name__}",
                      "wrong_type")
+
+
+def _share(obj: dict[str, Any], kind: str) -> float | None:
+    """A deploy's ``share`` (absent or null: None): required on ``canary_share``, optional on
+    ``canary_start``, refused on the other kinds; a number strictly between 0 and 1."""
+    value = obj.get("share")
+    if value is None:
+        if kind == "canary_share":
+            raise EventError("share", "missing", "missing_field")
+        return None
+    if kind not in SHARE_KINDS:
+        raise EventError("share", f"a {kind} event takes no share (only {' and '.join(SHARE_KINDS)} do)",
+                         "invalid_value")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise EventError("share", f"expected a number, got {type(value).__name__}", "wrong_type")
+    number = _finite(value)
+    if number is None or not 0.0 < number < 1.0:
+        raise EventError("share", f"must be a number strictly between 0 and 1, got {_show(value)}",
+                         "invalid_value")
+    return number
 
 
 def _results(value: object, limits: Limits) -> tuple[Result, ...]:
@@ -228,7 +249,8 @@ def parse_event(obj: object, scale: Scale, limits: Limits = DEFAULT_LIMITS) -> E
         ranker = _text(obj, "ranker", limits.max_id_chars)
         ts = _timestamp(obj, "ts", required=True)
         assert ranker is not None and ts is not None
-        return Deploy(deploy_kind, ranker, ts, _text(obj, "previous", limits.max_id_chars, required=False))
+        return Deploy(deploy_kind, ranker, ts, _text(obj, "previous", limits.max_id_chars, required=False),
+                      _share(obj, deploy_kind))
     raise EventError("type", f"unknown event type {kind!r}; accepted: impression, annotation, deploy",
                      "unknown_type")
 

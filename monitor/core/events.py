@@ -22,7 +22,9 @@ SCHEMA_VERSIONS = (1,)
 BUCKETS = ("head", "torso", "tail")
 SCOPES = ("session", "query", "shared")
 QUERY_KEY_PATTERN = re.compile("[0-9a-f]{24}")
-DEPLOY_KINDS = ("deploy", "canary_start", "canary_end", "rollback")
+DEPLOY_KINDS = ("deploy", "canary_start", "canary_share", "canary_end", "rollback")
+SHARE_KINDS = ("canary_start", "canary_share")
+"""The deploy kinds that take a ``share`` (required on ``canary_share``, optional on ``canary_start``)."""
 
 
 class EventError(MonitorError):
@@ -96,10 +98,15 @@ class Annotation(msgspec.Struct, frozen=True, gc=False):
 
 
 class Deploy(msgspec.Struct, frozen=True, gc=False):
+    """A deploy event. ``share``: the canary's declared share of the traffic (canary impressions over
+    canary and control impressions, strictly between 0 and 1), on ``canary_start`` (optional) and
+    ``canary_share`` (required: the share changed, a ramp step, from ``ts`` on); None on other kinds."""
+
     kind: str
     ranker: str
     ts: float
     previous: str | None = None
+    share: float | None = None
 
 
 Event = Impression | Annotation | Deploy

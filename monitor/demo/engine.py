@@ -27,7 +27,12 @@ from monitor.pipeline.memory import MemoryPipeline
 
 
 def deploy_json(deploy: Deploy) -> dict[str, object]:
-    return {"kind": deploy.kind, "ranker": deploy.ranker, "previous": deploy.previous, "ts": deploy.ts}
+    """A deploy as a run file records it (``share`` only when declared)."""
+    out: dict[str, object] = {"kind": deploy.kind, "ranker": deploy.ranker, "previous": deploy.previous,
+                              "ts": deploy.ts}
+    if deploy.share is not None:
+        out["share"] = deploy.share
+    return out
 
 
 class Engine:

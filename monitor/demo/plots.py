@@ -32,8 +32,8 @@ from monitor.demo.series import ArmSeries, VerdictSeries, arm_series, bucket_ord
 ARM_COLOURS = {"control": "#0072B2", "canary": "#E69F00"}
 OTHER_COLOURS = ("#56B4E9", "#CC79A7", "#F0E442", "#000000")
 VERDICT_COLOURS = {"pass": "#009E73", "regression": "#D55E00", "inconclusive": "#BBBBBB"}
-DEPLOY_COLOURS = {"deploy": "#555555", "canary_start": "#CC79A7", "canary_end": "#CC79A7",
-                  "rollback": "#D55E00"}
+DEPLOY_COLOURS = {"deploy": "#555555", "canary_start": "#CC79A7", "canary_share": "#CC79A7",
+                  "canary_end": "#CC79A7", "rollback": "#D55E00"}
 METRIC_TITLES = {"dcg": "DCG@k", "pnr": "PNR"}
 DPI = 110
 

@@ -8,7 +8,8 @@ One JSON document::
      "points": [{"ts": 1763712120.4, "wall": 0.11,            # watermark (event time, Unix s), wall offset
                  "windows": {"1h": {"tail|ranker-a|control": {"sessions": 12.0, "dcg": 30.1, ...}}},
                  "verdicts": [{"bucket": "tail", "metric": "dcg", "verdict": "inconclusive", ...}]}],
-     "deploys": [{"kind": "canary_start", "ranker": "ranker-b", "previous": "ranker-a", "ts": ...}],
+     "deploys": [{"kind": "canary_start", "ranker": "ranker-b", "previous": "ranker-a", "share": 0.5,
+                  "ts": ...}],                                # "share" only when declared
      "alerts": [{"status": "firing", "alertname": ..., "ts": ..., "wall": ..., ...}],
      "summary": {...}}                                        # the run's summary (``--json``)
 

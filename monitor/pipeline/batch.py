@@ -28,6 +28,17 @@ from monitor.pipeline.scripts import Ops, early_json
 from monitor.pipeline.sketch_cache import field_index
 
 
+def deploy_record(deploy: Deploy) -> dict[str, object]:
+    """A deploy as the partition's deploy list holds it (JSON; ``share`` only when declared, so records
+    written before it existed and readers that predate it are unaffected): what
+    :meth:`~monitor.pipeline.reader.Reader.deploys` reads back."""
+    record: dict[str, object] = {"kind": deploy.kind, "ranker": deploy.ranker, "previous": deploy.previous,
+                                 "ts": deploy.ts}
+    if deploy.share is not None:
+        record["share"] = deploy.share
+    return record
+
+
 class Outcome(NamedTuple):
     """What handling one message did: skipped (already applied), a dead letter, or a transition. (Named
     tuples here and in :class:`Message`: one of each per message, built at a fraction of a frozen
@@ -139,6 +150,10 @@ class Batch:
                     fields[f"{query_group}|{name}"] += value
         if t.seen is not None:
             see(self.seen, *t.seen)
+        if t.impression is not None:
+            ts, group = t.impression
+            fields = self.epochs.setdefault(epoch_of(ts, config.epoch), defaultdict(float))
+            fields[f"{group}|impressions"] += 1.0
         for group, name, amount in t.counters:
             self.counters[(group, name)] += amount
         for index, cell in t.sketch:
@@ -154,6 +169,10 @@ class Batch:
         (:meth:`~monitor.pipeline.partition_state.PartitionState.count_only`), without building it."""
         self.watermark = watermark
         see(self.seen, *counted.seen)
+        fields = self.epochs.get(counted.epoch)
+        if fields is None:
+            fields = self.epochs[counted.epoch] = defaultdict(float)
+        fields[f"{counted.group}|impressions"] += 1.0
         self.counters[(counted.group, "impressions")] += 1.0
         cells = self.sketch.get(counted.slice)
         if cells is None:
@@ -227,9 +246,8 @@ class Batch:
             ops.add("hincr", key, bucket, repr(used))
             ops.add("expire", key, str(int(config.budget_period * 2)))
         if self.deploys:
-            ops.add("rpushv", keys.p(partition, "deploys"), *(ops.value(json.dumps(
-                {"kind": d.kind, "ranker": d.ranker, "previous": d.previous, "ts": d.ts}))
-                for d in self.deploys))
+            ops.add("rpushv", keys.p(partition, "deploys"), *(ops.value(json.dumps(deploy_record(d)))
+                                                             for d in self.deploys))
         if self.entries:
             ops.add("rpushv", keys.p(partition, "outbox"), *(ops.value(e) for e in self.entries))
         if offsets:

@@ -47,6 +47,7 @@ from monitor.export.snapshot import Snapshot
 from monitor.pipeline.partition_state import PartitionState
 
 TOPICS = ("impressions", "annotations", "deploys")
+IMPRESSION = {"impressions": 1.0}  # what a counted impression adds to its group in its epoch
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,8 @@ class MemoryPipeline:
                 add_epoch(self.query_epochs, ts, self.config.epoch, key, delta)
         if t.seen is not None:
             see(self.seen, *t.seen)
+        if t.impression is not None:
+            add_epoch(self.epochs, t.impression[0], self.config.epoch, t.impression[1], IMPRESSION)
         for group, name, amount in t.counters:
             self._count(group, name, amount)
         for query, session_id in t.pending_queries:

@@ -68,7 +68,9 @@ class Reader:
         out = []
         for raw in (r for rows in (await pipe.execute() if partitions else []) for r in rows):
             obj = json.loads(raw)
-            out.append(Deploy(obj["kind"], obj["ranker"], float(obj["ts"]), obj.get("previous")))
+            share = obj.get("share")  # absent in records of deploys without one (and older ones)
+            out.append(Deploy(obj["kind"], obj["ranker"], float(obj["ts"]), obj.get("previous"),
+                              None if share is None else float(share)))
         return sorted(out, key=lambda d: d.ts)
 
     async def history(self, deploys: Sequence[Deploy], canary: CanaryConfig) -> History:

@@ -5,7 +5,8 @@ query drawn from the vocabulary's traffic distribution (which follows the clock 
 :mod:`monitor.sim.clock`) and is served, in a canary run, by
 
 * the control ranker (``variant: "control"``) before ``canary_ts``, and after it with probability
-  ``1 − canary_share``;
+  ``1 − canary_share``, the share its ``canary_start`` event declares (``share``, when strictly between 0
+  and 1);
 * the canary ranker (``variant: "canary"``) otherwise; in a regressed bucket it sometimes serves its broken
   list (:mod:`monitor.sim.regression`).
 
@@ -131,9 +132,13 @@ class _Run:
             start))
         deploy_ts = None if cfg.deploy_ts is None else round(cfg.deploy_ts, 3)
         if deploy_ts is None:
-            self.pending.append(SimEvent("deploys", cfg.canary_ranker.encode(), encode(
-                {"type": "deploy", "schema": 1, "kind": "canary_start", "ranker": cfg.canary_ranker,
-                 "previous": cfg.control_ranker, "ts": canary_ts}), canary_ts))
+            start_event: dict[str, object] = {"type": "deploy", "schema": 1, "kind": "canary_start",
+                                              "ranker": cfg.canary_ranker, "previous": cfg.control_ranker}
+            if 0.0 < cfg.canary_share < 1.0:  # the split it serves, declared (a share must be in (0, 1))
+                start_event["share"] = cfg.canary_share
+            start_event["ts"] = canary_ts
+            self.pending.append(SimEvent("deploys", cfg.canary_ranker.encode(), encode(start_event),
+                                         canary_ts))
         else:
             self.pending.append(SimEvent("deploys", cfg.canary_ranker.encode(), encode(
                 {"type": "deploy", "schema": 1, "kind": "deploy", "ranker": cfg.canary_ranker,

@@ -202,6 +202,8 @@ class HttpServer:
             return web.json_response({"error": "type: expected a deploy event", "code": "wrong_topic"},
                                      status=400)
         partition, offset = await self.view.send_deploy(event.ranker.encode(), raw)
-        body = {"accepted": {"kind": event.kind, "ranker": event.ranker, "ts": event.ts},
-                "partition": partition, "offset": offset}
+        accepted: dict[str, object] = {"kind": event.kind, "ranker": event.ranker, "ts": event.ts}
+        if event.share is not None:
+            accepted["share"] = event.share
+        body = {"accepted": accepted, "partition": partition, "offset": offset}
         return web.Response(status=202, text=json.dumps(body), content_type="application/json")

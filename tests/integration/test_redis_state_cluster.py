@@ -40,14 +40,20 @@ PARTITIONS = 4  # {p0} and {p1} on the third primary's slots, {p2} on the second
 Events = list[tuple[str, bytes, bytes]]
 
 
+DEPLOYS = [Deploy("deploy", "r2", 1200.0), Deploy("canary_start", "r3", 1500.0, share=0.1),
+           Deploy("canary_share", "r3", 1650.0, share=0.25), Deploy("deploy", "r4", 1800.0)]
+
+
 def deploys(events: Events) -> Events:
-    """Two deploys and a canary start among ``events`` (recorded per partition, read by ``deploys()``)."""
+    """Two deploys, a canary start and a change of its share among ``events`` (recorded per partition,
+    read by ``deploys()``)."""
     out = list(events)
-    for at, (kind, ranker, ts) in zip((len(out) // 4, len(out) // 2, 3 * len(out) // 4),
-                                      (("deploy", "r2", 1200.0), ("canary_start", "r3", 1500.0),
-                                       ("deploy", "r4", 1800.0)), strict=True):
-        value = {"type": "deploy", "kind": kind, "ranker": ranker, "ts": ts}
-        out.insert(at, ("deploys", ranker.encode(), json.dumps(value).encode()))
+    for n, d in enumerate(DEPLOYS):
+        value = {"type": "deploy", "kind": d.kind, "ranker": d.ranker, "ts": d.ts}
+        if d.share is not None:
+            value["share"] = d.share
+        out.insert((n + 1) * len(out) // (len(DEPLOYS) + 1), ("deploys", d.ranker.encode(),
+                                                              json.dumps(value).encode()))
     return out
 
 
@@ -144,6 +150,6 @@ async def test_redis_state_on_a_cluster_equals_one_redis_server(
                 assert cluster.snapshot.windows[key].get(name, 0.0) == pytest.approx(value, abs=1e-9), (key, name)
     assert scored > 50
     if make is not shared:
-        assert [d.ranker for d in cluster.deploys] == ["r2", "r3", "r4"]
+        assert cluster.deploys == DEPLOYS
         assert cluster.snapshot.counters[("", "dead_letter:unknown_schema")] == 1
         assert math.isfinite(cluster.snapshot.watermark)

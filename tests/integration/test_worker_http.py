@@ -146,6 +146,13 @@ def test_deploys_without_the_token_or_with_a_wrong_one_are_refused(served: Serve
      "wrong_type"),
     ({"type": "deploy", "schema": 99, "kind": "rollback", "ranker": "r", "ts": 1_763_800_000}, "schema",
      "unknown_schema"),
+    ({"type": "deploy", "kind": "canary_share", "ranker": "r", "ts": 1_763_800_000}, "share", "missing_field"),
+    ({"type": "deploy", "kind": "canary_start", "ranker": "r", "ts": 1_763_800_000, "share": 1.5}, "share",
+     "invalid_value"),
+    ({"type": "deploy", "kind": "canary_share", "ranker": "r", "ts": 1_763_800_000, "share": "5%"}, "share",
+     "wrong_type"),
+    ({"type": "deploy", "kind": "rollback", "ranker": "r", "ts": 1_763_800_000, "share": 0.5}, "share",
+     "invalid_value"),
     ({"type": "impression", "session_id": "s", "query": "q", "ranker": "r", "ts": 1_763_800_000,
       "results": [{"doc_id": "d", "position": 1, "score": 1.0}]}, "type", "wrong_topic"),
 ])
@@ -188,6 +195,24 @@ def test_a_valid_deploy_is_accepted_produced_and_exported(served: Served) -> Non
     # the simulator's own deploys are exported too
     assert samples[("search_relevance_deploy_timestamp_seconds",
                     (("kind", "canary_start"), ("ranker", f"cny-{served.tag}")))] == served.result.config.canary_ts
+
+
+def test_a_change_of_share_is_accepted_produced_with_its_share_and_exported(served: Served) -> None:
+    """A ramp step (``canary_share``): the share passes through to the deploys topic as sent, and the
+    event is exported under its own kind."""
+    ranker = f"ramped-{served.tag}"
+    ts = 1_763_800_456.25
+    deploy = {"type": "deploy", "schema": 1, "kind": "canary_share", "ranker": ranker, "share": 0.2, "ts": ts}
+    answer = post(served.worker, deploy, served.token)
+    assert answer.status == 202, answer
+    assert answer.json()["accepted"] == {"kind": "canary_share", "ranker": ranker, "ts": ts, "share": 0.2}
+    assert deploy in deploys_on_topic(served)  # produced as sent, share included
+    key = ("search_relevance_deploy_timestamp_seconds", (("kind", "canary_share"), ("ranker", ranker)))
+    deadline = time.monotonic() + 60
+    while key not in (samples := parse_metrics(served.worker.metrics_text())):
+        assert time.monotonic() < deadline, "the accepted change of share never reached /metrics"
+        time.sleep(0.25)
+    assert samples[key] == ts
 
 
 def test_metrics_parse_and_hold_no_session_document_or_query(served: Served) -> None:

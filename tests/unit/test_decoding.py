@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +17,7 @@ from monitor.core.event_checks import decode_checked
 from monitor.core.events import (
     DEFAULT_LIMITS,
     Annotation,
+    Deploy,
     Event,
     EventError,
     Label,
@@ -86,7 +88,8 @@ def test_results_out_of_order_are_ordered_by_position_as_the_reference_does() ->
 
 # generated JSON near the schemas: each field takes valid values and the values validators trip on
 TEXT = st.sampled_from(["s1", "q", "蓝牙耳机", "", " ", "\t\n", "a" * 257, "a" * 1025, "x\u0000y", "é"])
-NUMBER = st.sampled_from([0, 1, -1, 0.0, -0.0, 1.5, 1e308, 10**20, 10**400, 1763712000, 1763712000.25, 2, 3, 4])
+NUMBER = st.sampled_from([0, 1, -1, 0.0, -0.0, 1.5, 1e308, 10**20, 10**400, 1763712000, 1763712000.25, 2, 3, 4,
+                          0.05, 0.5, -0.1, 1.0])
 ODD = st.sampled_from([None, True, False, [], {}, "2025-11-21T08:00:00Z", "2025-11-21T08:00:00", "1"])
 VALUE = st.one_of(TEXT, NUMBER, ODD)
 
@@ -114,11 +117,15 @@ BASES = st.one_of(
     st.fixed_dictionaries({"type": st.just("annotation"), "session_id": st.just("s1"), "scope": st.just("shared"),
                            "query_key": st.just("0123456789abcdef01234567"), "grades": GRADES}),
     st.fixed_dictionaries({"type": st.just("annotation"), "query": st.just("q"), "grades": GRADES}),
-    st.fixed_dictionaries({"type": st.just("deploy"), "kind": st.sampled_from(["deploy", "canary_start"]),
+    st.fixed_dictionaries({"type": st.just("deploy"), "kind": st.sampled_from(["deploy", "canary_start", "canary_end",
+                                                                             "rollback"]),
                            "ranker": st.just("r2"), "ts": st.just(1.0)}, optional={"previous": st.just("r1")}),
+    st.fixed_dictionaries({"type": st.just("deploy"), "kind": st.sampled_from(["canary_start", "canary_share"]),
+                           "ranker": st.just("r2"), "ts": st.just(1.0), "share": st.sampled_from([0.05, 0.5, 0.999])},
+                          optional={"previous": st.just("r1")}),
 )
 FIELDS = ["type", "session_id", "query", "ranker", "ts", "results", "variant", "query_bucket", "schema", "scope",
-          "query_key", "grades", "doc_id", "grade", "kind", "previous", "extra"]
+          "query_key", "grades", "doc_id", "grade", "kind", "previous", "share", "extra"]
 
 
 @settings(max_examples=3000, deadline=None)
@@ -169,6 +176,52 @@ def test_bytes_edited_anywhere_agree_with_the_reference(raw: bytes, data: st.Dat
                                         b"\xff", b"\xed\xa0\x80", b"\x01", b" ", b"NaN", b"1e999", b"}", b'"']))
     cut = data.draw(st.integers(0, 3))
     agree(raw[:at] + insert + raw[at + cut:])
+
+
+DEPLOY = '{"type":"deploy","kind":"%s","ranker":"r2","ts":1,"previous":"r1"%s}'
+SHARE_ERROR = "must be a number strictly between 0 and 1, got "
+
+
+@pytest.mark.parametrize(("kind", "share", "expected"), [
+    ("canary_start", '0.05', 0.05),
+    ("canary_start", '0.5', 0.5),
+    ("canary_start", None, None),                     # optional on a canary's start
+    ("canary_start", 'null', None),                   # null is absent
+    ("canary_share", '0.2', 0.2),
+    ("canary_share", None, ("share", "missing", "missing_field")),  # required on a change of share
+    ("canary_share", 'null', ("share", "missing", "missing_field")),
+    ("canary_start", '0', ("share", f"{SHARE_ERROR}0", "invalid_value")),
+    ("canary_share", '1', ("share", f"{SHARE_ERROR}1", "invalid_value")),
+    ("canary_start", '1.0', ("share", f"{SHARE_ERROR}1.0", "invalid_value")),
+    ("canary_start", '-0.1', ("share", f"{SHARE_ERROR}-0.1", "invalid_value")),
+    ("canary_share", '1.5', ("share", f"{SHARE_ERROR}1.5", "invalid_value")),
+    ("canary_start", '1e999', ("share", f"{SHARE_ERROR}inf", "invalid_value")),  # no float holds it
+    ("canary_start", '-1e999', ("share", f"{SHARE_ERROR}-inf", "invalid_value")),
+    ("canary_start", 'NaN', ("", "invalid JSON: NaN is not a JSON number", "invalid_json")),
+    ("canary_share", 'Infinity', ("", "invalid JSON: Infinity is not a JSON number", "invalid_json")),
+    ("canary_start", '"0.5"', ("share", "expected a number, got str", "wrong_type")),
+    ("canary_share", 'true', ("share", "expected a number, got bool", "wrong_type")),
+    ("canary_start", '[0.5]', ("share", "expected a number, got list", "wrong_type")),
+    ("deploy", '0.5', ("share", "a deploy event takes no share (only canary_start and canary_share do)",
+                       "invalid_value")),
+    ("canary_end", '0.5', ("share", "a canary_end event takes no share (only canary_start and canary_share do)",
+                           "invalid_value")),
+    ("rollback", '"x"', ("share", "a rollback event takes no share (only canary_start and canary_share do)",
+                         "invalid_value")),
+    ("rollback", 'null', None),
+])
+def test_a_deploys_share_agrees_with_the_reference(kind: str, share: str | None,
+                                                    expected: float | tuple[str, ...] | None) -> None:
+    """``share``: required on canary_share, optional on canary_start, refused on the other kinds; a number
+    strictly between 0 and 1. Both paths give the same event or the reference's error."""
+    raw = (DEPLOY % (kind, "" if share is None else f',"share":{share}')).encode()
+    fast = agree(raw)
+    got = outcome(decode_event, raw)
+    if isinstance(expected, tuple):
+        assert fast is None and got == expected
+    else:
+        assert fast is not None, raw  # a valid deploy takes the fast path
+        assert got == Deploy(kind, "r2", 1.0, "r1", expected)
 
 
 def test_escaped_surrogates_are_refused_by_the_fast_path_and_decided_by_the_reference() -> None:

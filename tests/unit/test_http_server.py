@@ -216,3 +216,19 @@ async def test_a_valid_deploy_goes_to_the_sink(client: TestClient, view: MemoryV
     assert await answer.json() == {"accepted": {"kind": "canary_start", "ranker": "bm25-v2",
                                                 "ts": 1_763_800_000.5}, "partition": 3, "offset": 41}
     assert view.sent == [(b"bm25-v2", raw)]  # keyed by ranker, the bytes as sent
+
+
+@on_the_fixtures_loop
+async def test_a_deploy_with_a_share_goes_to_the_sink_with_it(client: TestClient, view: MemoryView) -> None:  # type: ignore[type-arg]
+    """A declared share (a canary's start, a ramp step) passes through as sent, and the answer names it."""
+    for kind, share in (("canary_start", 0.05), ("canary_share", 0.2)):
+        raw = json.dumps({"type": "deploy", "kind": kind, "ranker": "bm25-v2", "ts": 1_763_800_000.5,
+                          "share": share}).encode()
+        answer = await client.post("/deploys", data=raw, headers={"Content-Type": "application/json"})
+        assert answer.status == 202
+        assert (await answer.json())["accepted"] == {"kind": kind, "ranker": "bm25-v2", "ts": 1_763_800_000.5,
+                                                     "share": share}
+        assert view.sent[-1] == (b"bm25-v2", raw)
+    refused = await client.post("/deploys", data=b'{"type":"deploy","kind":"canary_share","ranker":"r","ts":1}')
+    assert (refused.status, await refused.json()) == (400, {"error": "share: missing", "code": "missing_field"})
+    assert len(view.sent) == 2

@@ -104,6 +104,17 @@ def test_the_lean_path_commits_what_the_full_step_commits(seed: int) -> None:
         keys, config, {"impressions": 9})
     assert (lean_ops.keys, lean_ops.ops, lean_ops.values) == (full_ops.keys, full_ops.ops, full_ops.values)
     assert _view(lean_state) == _view(full_state)
+    # the commit covers the epochs' impressions (the canary's sample-ratio check): per declared group, the
+    # epochs' impressions sum to its impressions counter; the undeclared (``other``) add none
+    in_epochs: dict[str, float] = {}
+    for fields in lean_batch.epochs.values():
+        for name, value in fields.items():
+            group, _, stat = name.rpartition("|")
+            if stat == "impressions":
+                in_epochs[group] = in_epochs.get(group, 0.0) + value
+    counters = {group: n for (group, name), n in lean_batch.counters.items() if name == "impressions"}
+    assert in_epochs == {g: n for g, n in counters.items() if not g.endswith("|other")}
+    assert lean_batch.epochs == full_batch.epochs and sum(in_epochs.values()) > taken
 
 
 def test_the_lean_path_declines_what_the_step_must_see() -> None:

@@ -15,7 +15,7 @@ import pytest
 import monitor.sim as sim_package
 import monitor.sim.config as sim_config
 from monitor.core.decoding import decode_event
-from monitor.core.events import Annotation, EventError, Impression
+from monitor.core.events import Annotation, Deploy, EventError, Impression
 from monitor.core.grades import SEED_SCALE
 from monitor.core.metrics import dcg
 from monitor.offline.sessions import read_sessions
@@ -189,7 +189,7 @@ def test_canary_starts_at_the_configured_fraction(default_run: SimResult) -> Non
     assert deploys == [
         {"type": "deploy", "schema": 1, "kind": "deploy", "ranker": "ranker-a", "ts": config.start_ts},
         {"type": "deploy", "schema": 1, "kind": "canary_start", "ranker": "ranker-b", "previous": "ranker-a",
-         "ts": config.start_ts + 0.3 * config.duration_s},
+         "share": 0.5, "ts": config.start_ts + 0.3 * config.duration_s},
     ]
     canary = [s for s in default_run.sessions.values() if s.variant == "canary"]
     assert all(s.ranker == "ranker-b" and s.ts >= config.canary_ts for s in canary)
@@ -198,6 +198,17 @@ def test_canary_starts_at_the_configured_fraction(default_run: SimResult) -> Non
     assert all(s.ranker == "ranker-a" for s in control)
     after = [s for s in default_run.sessions.values() if s.ts >= config.canary_ts]
     assert within(len(canary) / len(after), 0.5, len(after))
+
+
+@pytest.mark.parametrize(("canary_share", "declared"), [(0.05, 0.05), (0.5, 0.5), (0.0, None), (1.0, None)])
+def test_the_canary_start_declares_the_share_it_serves(canary_share: float, declared: float | None) -> None:
+    """``share`` on the canary_start (the split the simulator serves), left out where no share can be
+    declared (one arm gets everything: a share must be strictly between 0 and 1)."""
+    run = simulate(SimConfig(n_sessions=200, canary_share=canary_share))
+    [start] = [json.loads(e.value) for e in run.events if b'"canary_start"' in e.value]
+    assert start.get("share") == declared and ("share" in start) == (declared is not None)
+    event = decode_event(json.dumps(start).encode(), SEED_SCALE)
+    assert isinstance(event, Deploy) and event.share == declared
 
 
 # labels -------------------------------------------------------------------------------------------------

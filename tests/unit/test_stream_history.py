@@ -3,7 +3,9 @@ arm, both forgotten after ``history`` of event time; and canary periods computed
 
 from __future__ import annotations
 
+import json
 import math
+import random
 from dataclasses import replace
 
 import pytest
@@ -12,7 +14,7 @@ from monitor.core.canary import CanaryConfig, compare, comparisons
 from monitor.core.grades import SEED_SCALE
 from monitor.core.stream.config import ConfigError, StreamConfig
 from monitor.core.stream.history import History, epoch_of
-from monitor.pipeline.memory import MemoryPipeline
+from monitor.pipeline.memory import MemoryPipeline, partition_of
 from tests.support.streams import impression, label
 
 CONFIG = StreamConfig(join_window=300, state_ttl=600, min_coverage=0.5, epoch=600.0, history=3600.0,
@@ -82,3 +84,54 @@ def test_a_canary_started_late_is_compared_with_the_control_of_its_period() -> N
 
 def test_history_of_nothing_compares_nothing() -> None:
     assert comparisons(History(900.0, {}), [], CanaryConfig()) == []
+
+
+@pytest.mark.parametrize(("seed", "partitions"), [(1, 1), (2, 1), (3, 3), (4, 3)])
+def test_epochs_count_each_groups_impressions_as_a_brute_force_count_does(seed: int, partitions: int) -> None:
+    """Every impression the join counts adds 1 to ``impressions`` of its group in the epoch of its ``ts``
+    (what the canary's sample-ratio check reads): sampled or not, in any bucket, arm and ranker; an
+    undeclared variant or a re-delivery of a session the join holds (a sampled one) adds nothing. The
+    reference below replays the rules: the budget per bucket, period and partition (sessions mode, no
+    query judgments: a session is sampled while its partition's spend is below its share)."""
+    config = StreamConfig(epoch=600.0, budget_period=1800.0, budget={"head": 12.0, "torso": 6.0, "tail": 3.0})
+    rng = random.Random(seed)
+    pipeline = MemoryPipeline(config, SEED_SCALE, partitions=partitions, clock=lambda: None)
+    expected: dict[int, dict[str, float]] = {}
+    held: set[str] = set()  # sessions the join keeps a record of (sampled): their re-deliveries are duplicates
+    spent: dict[tuple[int, str, int], float] = {}
+    shown: list[bytes] = []
+    ts = 3000.0
+    for i in range(600):
+        ts += rng.expovariate(1 / 20.0)
+        if shown and rng.random() < 0.1:  # a re-delivery, a little later
+            raw = rng.choice(shown)
+        else:
+            bucket = rng.choice(["head", "torso", "tail"])
+            raw = impression(f"s{i}", ts - rng.uniform(0.0, 300.0), ["a", "b"], bucket,
+                             variant=rng.choice(["control", "control", "canary", "blue"]),
+                             ranker=rng.choice(["r1", "r2"]))
+            shown.append(raw)
+        event = json.loads(raw)
+        sid = event["session_id"]
+        pipeline.submit("impressions", sid.encode(), raw)
+        if event["variant"] == "blue" or sid in held:  # undeclared (counted as "other"), or a duplicate
+            continue
+        group = f"{event['query_bucket']}|{event['ranker']}|{event['variant']}"
+        epoch = epoch_of(event["ts"], config.epoch)
+        expected.setdefault(epoch, {})[group] = expected.get(epoch, {}).get(group, 0.0) + 1.0
+        key = (partition_of(sid.encode(), partitions), event["query_bucket"],
+               math.floor(event["ts"] / config.budget_period))
+        if spent.get(key, 0.0) < config.budget[event["query_bucket"]] / partitions:
+            spent[key] = spent.get(key, 0.0) + 1.0
+            held.add(sid)
+    pipeline.advance(math.inf)
+    counted = {index: {group: stats["impressions"] for group, stats in groups.items() if "impressions" in stats}
+               for index, groups in pipeline.history().epochs.items()}
+    assert counted == expected
+    assert len(expected) > 5 and len({g for groups in expected.values() for g in groups}) == 12
+    assert 0.2 < len(held) / sum(n for groups in expected.values() for n in groups.values()) < 0.8  # sampled
+    assert pipeline.counter("duplicate_impressions") > 0 and pipeline.counter("undeclared:variant") > 0
+    assert pipeline.counter("sampled", "tail|r1|control") < pipeline.counter("impressions", "tail|r1|control")
+    # the counters are unchanged: per declared group, the epochs' impressions sum to its impressions counter
+    for group, stats in pipeline.history().totals().items():
+        assert stats["impressions"] == pipeline.counter("impressions", group), group

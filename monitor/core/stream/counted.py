@@ -1,8 +1,9 @@
 """What every impression adds, and the impressions that add nothing more: most of real traffic.
 
 An impression that is declared and not a duplicate adds one to its group's ``impressions`` counter, one to
-its query's cells in the frequency sketch, and its (arm, ranker, ts) to the canary history
-(:class:`Counted`); :func:`~monitor.core.stream.join.step` does that first for each one. One that is not
+its query's cells in the frequency sketch, and to the canary history its (arm, ranker, ts) and one to its
+group's ``impressions`` in the epoch of its ``ts`` (:class:`Counted`);
+:func:`~monitor.core.stream.join.step` does that first for each one. One that is not
 sampled either (:func:`only_counted`) adds nothing else, so a store can take it without the full step
 (``PartitionState.count_only``, used by the Redis writer for most of its messages).
 """
@@ -15,7 +16,7 @@ from typing import NamedTuple
 from monitor.core.events import Impression
 from monitor.core.stream.admission import undeclared
 from monitor.core.stream.config import StreamConfig
-from monitor.core.stream.history import arm_of
+from monitor.core.stream.history import arm_of, epoch_of
 from monitor.core.stream.sampling import budget_period, sampled_by
 from monitor.core.stream.sketch import cell_fields, classify, estimate_fields
 from monitor.core.stream.windows import slice_index
@@ -28,8 +29,9 @@ def frequency_fields(query: str, config: StreamConfig) -> tuple[str, ...]:
 
 class Counted(NamedTuple):
     """What every declared impression that is not a duplicate adds: one to its group's ``impressions``,
-    one to each of its query's cells (``fields``) in the sketch's ``slice``, and ``seen`` (arm, ranker,
-    ts) to the canary history."""
+    one to each of its query's cells (``fields``) in the sketch's ``slice``, and to the canary history
+    ``seen`` (arm, ranker, ts) and one to the group's ``impressions`` in the epoch ``epoch`` (the
+    ``Transition.impression`` of the full step)."""
 
     bucket: str
     variant: str
@@ -37,6 +39,7 @@ class Counted(NamedTuple):
     slice: int
     fields: tuple[str, ...]
     seen: tuple[str, str, float]
+    epoch: int
 
 
 def counted_impression(event: Impression, sketch: Sequence[Mapping[str, float]], config: StreamConfig,
@@ -48,7 +51,7 @@ def counted_impression(event: Impression, sketch: Sequence[Mapping[str, float]],
     variant = event.variant or "control"
     return Counted(bucket, variant, f"{bucket}|{event.ranker}|{variant}",
                    slice_index(event.ts, config.frequency_window / config.frequency_slices), fields,
-                   (arm_of(variant), event.ranker, event.ts))
+                   (arm_of(variant), event.ranker, event.ts), epoch_of(event.ts, config.epoch))
 
 
 def only_counted(event: Impression, sketch: Sequence[Mapping[str, float]],
@@ -60,8 +63,8 @@ def only_counted(event: Impression, sketch: Sequence[Mapping[str, float]],
     ``judged``: whether the query has query-level judgments. The caller has checked the rest of what
     makes the step do more: no record of the session (a duplicate), no early labels of it (they would be
     dropped), no session due to close by the new watermark. The transition is then exactly: the
-    watermark, ``impressions`` += 1, the sketch cells and ``seen`` (tests/unit/test_only_counted.py
-    compares it with :func:`~monitor.core.stream.join.step`)."""
+    watermark, ``impressions`` += 1 (the counter, and in the epoch: ``impression``), the sketch cells and
+    ``seen`` (tests/unit/test_only_counted.py compares it with :func:`~monitor.core.stream.join.step`)."""
     if undeclared(event, config) is not None:
         return None
     counted = counted_impression(event, sketch, config, partitions)

@@ -1,5 +1,5 @@
-"""What the canary comparisons read: net session statistics per event-time epoch, and when each ranker
-was first and last seen.
+"""What the canary comparisons read: net session statistics and impressions per event-time epoch, and
+when each ranker was first and last seen.
 
 Every session delta the join emits (``Transition.deltas``: event time, group, stats) is also added to the
 epoch that holds its session's time: epoch ``e = floor(ts / width)`` covers ``[e·width, (e+1)·width)``
@@ -8,7 +8,13 @@ canary started, the day before a deploy) are a sum of epochs, exact to one epoch
 are kept for ``StreamConfig.history`` (7 days), not forever. Sums are order-free, so every partition,
 worker and replay gets the same epochs.
 
-Every impression (sampled or not) also reports its ranker, its arm (``canary`` for the canary variant,
+Every impression the stream counts (declared, not a duplicate; sampled or not: ``Transition.impression``)
+also adds 1 to the field ``impressions`` of its group in the epoch of its own time: the canary's
+sample-ratio check compares the arms' impressions with the share the canary declared. So a group's epoch
+may hold ``impressions`` and no session statistics (none of its impressions sampled); an undeclared
+impression or a duplicate adds nothing there.
+
+Every counted impression also reports its ranker, its arm (``canary`` for the canary variant,
 ``plain`` for control or none) and its time; :class:`Seen` keeps the first and the last time per
 (arm, ranker): minimum and maximum, order-free again. That is how a ranker version that appears in the
 impressions without a deploy event is detected (``monitor.core.canary.pairing``).
@@ -59,8 +65,9 @@ def merge_seen(parts: Iterable[Mapping[tuple[str, str], tuple[float, float]]]) -
 
 @dataclass(frozen=True)
 class History:
-    """``epochs``: epoch index → group (``bucket|ranker|variant``) → net stats of its sessions (those
-    loaded: a reader may load only the epochs it needs); ``seen``: (arm, ranker) → (first, last) time;
+    """``epochs``: epoch index → group (``bucket|ranker|variant``) → net stats of its sessions and
+    ``impressions``, its impressions counted in the epoch (those loaded: a reader may load only the
+    epochs it needs); ``seen``: (arm, ranker) → (first, last) time;
     ``queries``: epoch index → ``group|query key`` → the DCG of that query's scored sessions in it, ``n``,
     ``x`` (Σ DCG), ``xx`` (Σ DCG²): what the canary's adjustment for query difficulty reads
     (``StreamConfig.query_history``; empty without it, and the comparisons are then unadjusted)."""

@@ -148,6 +148,7 @@ def _on_impression(event: Impression, loaded: Loaded, config: StreamConfig, scal
     bucket, variant, group = counted.bucket, counted.variant, counted.group
     out.sketch = [(counted.slice, name) for name in counted.fields]
     out.seen = counted.seen
+    out.impression = (event.ts, group)
     out.counters.append((group, "impressions", 1.0))
     if not sampled(bucket, loaded, config, partitions):
         if loaded.early_labels:  # (only these: most impressions have none, and a drop is a write)

@@ -72,3 +72,5 @@ class Transition(Struct):
     requests: list[AnnotationRequest] = field(default_factory=list)
     deploys: list[Deploy] = field(default_factory=list)
     seen: tuple[str, str, float] | None = None                            # (arm, ranker, ts) of an impression
+    # (ts, group) of an impression counted (declared, not a duplicate): its epoch's ``impressions`` += 1
+    impression: tuple[float, str] | None = None
