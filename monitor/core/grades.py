@@ -154,6 +154,18 @@ class TrecScale:
 Scale = GradeScale | TrecScale
 
 
+def best_gain(scale: Scale) -> float | None:
+    """The largest gain a grade of ``scale`` has (None: integer TREC grades have no largest); what bounds a
+    session's DCG@k (the canary's exact bounds, ``CanaryConfig.with_bounds``).
+
+    >>> best_gain(SEED_SCALE), best_gain(TrecScale())
+    (1.0, None)
+    """
+    if isinstance(scale, TrecScale):
+        return None
+    return max(grade.gain for grade in scale.grades)
+
+
 def parse_scale(spec: str) -> Scale:
     """A scale from a command-line spec.
 

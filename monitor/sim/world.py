@@ -113,12 +113,11 @@ from monitor.sim.world_math import (
     IntArray,
     SampleSummary,
     WorldSummary,
+    hourly_mix,
     measures,
     query_shares,
     ranked,
-    solve_beta,
     summarize_sample,
-    tilted,
     with_new,
 )
 from monitor.sim.world_settings import DEFAULT_SETTINGS, HOURS, WorldSettings
@@ -135,13 +134,14 @@ _CHUNK = 1_000_000  # documents × sessions per vectorised block (memory bound)
 @dataclass(frozen=True)
 class Outcomes:
     """Per variant (healthy, broken; with new documents also NEW, NEW_BROKEN), query and outcome index:
-    DCG@k, P and N (shape (variants, queries, M)), and the shown documents (shape (variants, queries, M,
+    DCG@k, P, N and C (shape (variants, queries, M)), and the shown documents (shape (variants, queries, M,
     k): per rank the document's index in its query's list, −1 for an empty slot)."""
 
     dcg: FloatArray
     pos: FloatArray
     neg: FloatArray
     docs: DocArray
+    con: FloatArray  # concordant pairs alone (P without the grade-tied ones)
 
 
 @dataclass(frozen=True)
@@ -181,7 +181,7 @@ class World:
         effects = rng.normal(0.0, s.doc_noise, (s.queries, s.pool))
         block = max(1, _CHUNK // (s.outcomes * s.pool))
         variants = 4 if s.new_count else 2
-        arrays = [np.empty((variants, s.queries, s.outcomes)) for _ in range(3)]
+        arrays = [np.empty((variants, s.queries, s.outcomes)) for _ in range(4)]
         docs = np.full((variants, s.queries, s.outcomes, s.k), -1, dtype=np.int16)
         for variant, sign in ((HEALTHY, 1.0), (BROKEN, -1.0)):
             for start in range(0, s.queries, block):
@@ -207,7 +207,7 @@ class World:
                     for target, values in zip(arrays, measures(shown, filled), strict=True):
                         target[variant, part] = values
                     docs[variant, part, :, :order.shape[2]] = np.where(filled, order, -1)
-        outcomes = Outcomes(arrays[0], arrays[1], arrays[2], docs)
+        outcomes = Outcomes(arrays[0], arrays[1], arrays[2], docs, arrays[3])
         world = cls(bucket, s, query_shares(s), levels, effects, outcomes, outcomes.dcg.mean(axis=2),
                     np.empty((HOURS, s.queries)), np.empty((HOURS, s.queries)),
                     np.empty((HOURS, 1), dtype=np.int64), np.zeros(HOURS), np.empty((variants, HOURS)))
@@ -219,25 +219,26 @@ class World:
         """The same queries and outcomes under another time-of-day mix (cheap: no sessions recomputed)."""
         s = replace(self.settings, night_dip=night_dip,
                     dip_hour=self.settings.dip_hour if dip_hour is None else dip_hour)
-        quality = self.expected[HEALTHY]
-        log_shares = np.log(self.shares)
-        mean = float(self.shares @ quality)
-        spread = math.sqrt(float(self.shares @ (quality - mean) ** 2))
-        u = (quality - mean) / spread if spread > 0 else np.zeros_like(quality)
-        hourly = np.empty((HOURS, s.queries))
-        betas = np.zeros(HOURS)
-        for h in range(HOURS):
-            target = mean * (1.0 - s.night_dip * math.cos(2.0 * math.pi * (h - s.dip_hour) / HOURS))
-            betas[h] = 0.0 if s.night_dip == 0 else solve_beta(log_shares, u, quality, target)
-            hourly[h] = tilted(log_shares, u, float(betas[h]))
-        cdfs = np.cumsum(hourly, axis=1)
-        cdfs /= cdfs[:, -1:]
-        cdfs[:, -1] = 1.0
-        steps = np.arange(2 * s.queries, dtype=np.float64) / (2 * s.queries)
-        guides = np.stack([np.searchsorted(c, steps, side="right") for c in cdfs]).astype(np.int64)
-        expected = np.einsum("hq,vq->vh", hourly, self.expected)
-        return replace(self, settings=s, hourly_shares=hourly, hourly_cdfs=cdfs, hourly_guides=guides,
-                       betas=betas, hourly_expected=expected)
+        mean = float(self.shares @ self.expected[HEALTHY])
+        targets = [mean * (1.0 - s.night_dip * math.cos(2.0 * math.pi * (h - s.dip_hour) / HOURS))
+                   for h in range(HOURS)]
+        mix = hourly_mix(np.log(self.shares)[None, :].repeat(HOURS, axis=0), self.shares,
+                         self.expected[HEALTHY], targets, tilt=s.night_dip != 0)
+        return replace(self, settings=s, hourly_shares=mix.shares, hourly_cdfs=mix.cdfs,
+                       hourly_guides=mix.guides, betas=mix.betas,
+                       hourly_expected=np.einsum("hq,vq->vh", mix.shares, self.expected))
+
+    def with_harder_mix(self, drop: float) -> World:
+        """The same queries and outcomes with each hour's query mix tilted further towards hard queries (the
+        night dip's tilt, on top of it) so that the healthy ranker's expected mean DCG@k of every hour is
+        ``drop`` (relative) lower: a candidate that changes which queries reach it, its own ranking as
+        good as the baseline's on every query."""
+        if not 0.0 <= drop < 1.0:
+            raise ValueError(f"drop: must be in [0, 1), got {drop!r}")
+        targets = [(1.0 - drop) * float(self.hourly_expected[HEALTHY, h]) for h in range(HOURS)]
+        mix = hourly_mix(np.log(self.hourly_shares), self.shares, self.expected[HEALTHY], targets)
+        return replace(self, hourly_shares=mix.shares, hourly_cdfs=mix.cdfs, hourly_guides=mix.guides,
+                       hourly_expected=np.einsum("hq,vq->vh", mix.shares, self.expected))
 
     # -- the pieces a benchmark needs ---------------------------------------------------------------------
     def hourly_means(self, variant: int = HEALTHY) -> FloatArray:
@@ -379,12 +380,12 @@ class World:
                                                       self.effects[q:q + 1, :s.pool], sign, s, rng, 1)
             if not (self.levels[q][docs[0, 0][filled[0, 0]]] == shown[0, 0][filled[0, 0]]).all():
                 raise AssertionError(f"{self.bucket}: shown documents and grades disagree (query {q})")
-            dcg, pos, neg = measures(shown, filled)
+            dcg, pos, neg, con = measures(shown, filled)
             row, score_row = shown[0, 0][filled[0, 0]], scores[0, 0][filled[0, 0]]
             counts = pair_counts(row, score_row)
             expected = core_dcg(GAINS[row], s.k) if row.size else 0.0
             if not (math.isclose(float(dcg[0, 0]), expected, rel_tol=1e-12, abs_tol=1e-12)
                     and float(pos[0, 0]) == counts.concordant + counts.grade_tied
-                    and float(neg[0, 0]) == counts.discordant):
+                    and float(neg[0, 0]) == counts.discordant and float(con[0, 0]) == counts.concordant):
                 raise AssertionError(f"{self.bucket}: vectorised session measures differ from monitor.core "
                                      f"(query {q})")

@@ -79,11 +79,12 @@ def with_new(levels: IntArray, effects: FloatArray, sign: float, settings: World
             out_filled, docs)
 
 
-def measures(shown: IntArray, filled: BoolArray) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """DCG@k (log2 discount, linear gains) and (P, N) of ranked lists, the last axis the shown order.
+def measures(shown: IntArray, filled: BoolArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """DCG@k (log2 discount, linear gains), (P, N) and C of ranked lists, the last axis the shown order.
 
     Scores are continuous and distinct, so every pair is ordered: N counts pairs whose lower-shown
-    document has the higher grade, P = all pairs − N (concordant + grade-tied)."""
+    document has the higher grade, P = all pairs − N (concordant + grade-tied), C = P − the pairs of equal
+    grades (concordant only: the canary verdict's PNR, C / N)."""
     depth = shown.shape[-1]
     discounts = 1.0 / np.log2(np.arange(2, depth + 2, dtype=np.float64))
     dcg = (np.where(filled, GAINS[shown], 0.0) * discounts).sum(axis=-1)
@@ -94,7 +95,9 @@ def measures(shown: IntArray, filled: BoolArray) -> tuple[FloatArray, FloatArray
     neg = (np.take_along_axis(better, shown[..., None], axis=-1)[..., 0] * filled).sum(axis=-1)
     n = filled.sum(axis=-1)
     pos = n * (n - 1) // 2 - neg
-    return dcg, pos.astype(np.float64), neg.astype(np.float64)
+    per_grade = onehot.sum(axis=-2)
+    tied = (per_grade * (per_grade - 1) // 2).sum(axis=-1)
+    return dcg, pos.astype(np.float64), neg.astype(np.float64), (pos - tied).astype(np.float64)
 
 
 def query_shares(settings: WorldSettings) -> FloatArray:
@@ -135,6 +138,39 @@ def solve_beta(log_shares: FloatArray, u: FloatArray, quality: FloatArray, targe
         else:
             hi = mid
     return 0.5 * (lo + hi)
+
+
+@dataclass(frozen=True)
+class HourlyMix:
+    """Per hour of day the queries' traffic shares, their cumulative sums (the last exactly 1), the guide
+    table for index draws (``World.queries_at``) and the tilt β of each hour."""
+
+    shares: FloatArray
+    cdfs: FloatArray
+    guides: IntArray
+    betas: FloatArray
+
+
+def hourly_mix(log_shares: FloatArray, daily: FloatArray, quality: FloatArray, targets: list[float],
+               tilt: bool = True) -> HourlyMix:
+    """Each hour's shares ``log_shares[h]`` tilted by β_h u_q (u: each query's expected DCG@k ``quality``
+    standardised over the ``daily`` shares) so that the hour's expected mean DCG@k is ``targets[h]``
+    (no tilt: β = 0)."""
+    mean = float(daily @ quality)
+    spread = math.sqrt(float(daily @ (quality - mean) ** 2))
+    u = (quality - mean) / spread if spread > 0 else np.zeros_like(quality)
+    shares = np.empty_like(log_shares)
+    betas = np.zeros(HOURS)
+    for h in range(HOURS):
+        betas[h] = solve_beta(log_shares[h], u, quality, targets[h]) if tilt else 0.0
+        shares[h] = tilted(log_shares[h], u, float(betas[h]))
+    cdfs = np.cumsum(shares, axis=1)
+    cdfs /= cdfs[:, -1:]
+    cdfs[:, -1] = 1.0
+    queries = shares.shape[1]
+    steps = np.arange(2 * queries, dtype=np.float64) / (2 * queries)
+    guides = np.stack([np.searchsorted(c, steps, side="right") for c in cdfs]).astype(np.int64)
+    return HourlyMix(shares, cdfs, guides, betas)
 
 
 @dataclass(frozen=True)

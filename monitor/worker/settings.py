@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import monitor.worker.setting_values as v
 from monitor.core.canary import CanaryConfig
 from monitor.core.canary.alerts import AlertConfig
-from monitor.core.grades import Scale, parse_scale
+from monitor.core.grades import Scale, best_gain, parse_scale
 from monitor.core.stream.config import ConfigError, StreamConfig
 from monitor.worker.security import MECHANISMS, PROTOCOLS, KafkaSecurity, client_ssl_context, redis_options
 from monitor.worker.setting_values import SettingsError as SettingsError  # where callers import it from
@@ -113,7 +113,8 @@ class WorkerSettings:
                             match_period=self.canary_match_period, sticky=self.canary_sticky,
                             adjust_queries=self.canary_adjust_queries,
                             covariate_window=self.canary_covariate_window,
-                            covariate_min_sessions=self.canary_covariate_min_sessions)
+                            covariate_min_sessions=self.canary_covariate_min_sessions,
+                            ).with_bounds(self.stream.k, best_gain(self.grade_scale()))
 
     def alerts(self) -> AlertConfig:
         config = AlertConfig(alpha=self.canary_alpha)

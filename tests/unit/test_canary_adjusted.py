@@ -16,6 +16,7 @@ from monitor.core.canary.adjusted import (
     CovariateSums,
     adjusted_mean_path,
     adjusted_mean_paths,
+    arm_slopes,
     pooled_slope,
     query_covariate,
 )
@@ -56,27 +57,32 @@ def history(rng: np.random.Generator, means: np.ndarray, shares: np.ndarray, siz
 
 
 def brute_force(x: np.ndarray, c: np.ndarray, stratum: np.ndarray, arm: np.ndarray, beta: float | None
-                ) -> tuple[float, float, float]:
-    """θ̂ and its variance session by session: β (pooled within arm and stratum), the pooled stratum centre
-    of c, each session's u = x − β (c − μ_h) (u = x without c), per-stratum means of u reweighted to the
-    candidate's strata, and the post-stratified variance of u."""
+                ) -> tuple[float, float, dict[bool, float | None]]:
+    """θ̂ and its variance session by session: each arm's β (its within-stratum slope, pooled over the
+    strata; or the given one for both), the pooled stratum centre of c, each session's u = x − β_a (c − μ_h)
+    (u = x without c), per-stratum means of u reweighted to the candidate's strata, and the
+    post-stratified variance of u."""
     common = [h for h in np.unique(stratum) if (arm[stratum == h]).any() and (~arm[stratum == h]).any()]
     has = np.isfinite(c)
+    betas = {False: beta, True: beta}
     if beta is None:
-        sxc = scc = 0.0
-        for h in common:
-            for a in (False, True):
+        for a in (False, True):  # each arm's own slope (Lin 2013's interacted estimator)
+            sxc = scc = 0.0
+            for h in common:
                 m = (stratum == h) & (arm == a) & has
                 if m.sum() > 0:
                     dx, dc = x[m] - x[m].mean(), c[m] - c[m].mean()
                     sxc += float(dx @ dc)
                     scc += float(dc @ dc)
-        beta = sxc / scc
+            betas[a] = sxc / scc
     u = x.copy()
     for h in common:
         m = (stratum == h) & has
         if m.any():
-            u[m] = x[m] - beta * (c[m] - c[m].mean())
+            centre = c[m].mean()  # both arms' sessions with a covariate
+            for a in (False, True):
+                ma = m & (arm == a)
+                u[ma] = x[ma] - betas[a] * (c[ma] - centre)
     nc = sum(int(((stratum == h) & arm).sum()) for h in common)
     means, variances = {}, {}
     for a in (False, True):
@@ -87,7 +93,7 @@ def brute_force(x: np.ndarray, c: np.ndarray, stratum: np.ndarray, arm: np.ndarr
             mean += w * u[m].mean()
             var += w * w * u[m].var(ddof=1) / m.sum()
         means[a], variances[a] = mean, var / (mean * mean)
-    return math.log(means[True]) - math.log(means[False]), variances[False] + variances[True], beta
+    return math.log(means[True]) - math.log(means[False]), variances[False] + variances[True], betas
 
 
 def arm_sums(x: np.ndarray, c: np.ndarray, stratum: np.ndarray, arm: np.ndarray, strata: int
@@ -112,7 +118,9 @@ def test_the_estimator_and_its_variance_against_a_session_by_session_computation
     expected, variance, slope = brute_force(x, c, stratum, arm, beta)
     base, cand = arm_sums(x, c, stratum, arm, strata)
     if beta is None:
-        assert float(pooled_slope(base, cand)) == pytest.approx(slope, rel=1e-9)
+        found = arm_slopes(base, cand)
+        assert float(found[0]) == pytest.approx(slope[False], rel=1e-9)
+        assert float(found[1]) == pytest.approx(slope[True], rel=1e-9)
     effect = adjusted_mean_path(base, cand, beta)
     assert float(effect.theta) == pytest.approx(expected, rel=1e-9)
     assert float(effect.variance) == pytest.approx(variance, rel=1e-9)

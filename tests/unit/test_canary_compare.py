@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from monitor.core.canary import CanaryConfig, Verdict, compare
-from monitor.core.canary.sequential import half_width, log_mixture_ratio
+from monitor.core.canary.sequential import half_width, half_widths, log_mixture_ratio, log_ratios
 from monitor.core.stream.stats import Stats, add
 
 CONFIG = CanaryConfig()
+SINGLE = CanaryConfig(wide_weight=0.0)  # one normal mixture: the closed forms of the papers
 
 
 def dcg_stats(values: list[float] | np.ndarray) -> Stats:
@@ -20,10 +21,13 @@ def dcg_stats(values: list[float] | np.ndarray) -> Stats:
 
 
 def pnr_stats(positive: list[int] | np.ndarray, negative: list[int] | np.ndarray) -> Stats:
+    """Sessions with ``positive`` concordant and ``negative`` discordant pairs and no grade-tied ones (so
+    the seed's PNR and the verdict's, which leaves ties out, agree)."""
     p, n = np.asarray(positive, dtype=np.float64), np.asarray(negative, dtype=np.float64)
     return {"sessions": float(p.size), "concordant": float(p.sum()), "grade_tied": 0.0,
             "discordant": float(n.sum()), "pnr_pos_sq": float((p * p).sum()),
-            "pnr_neg_sq": float((n * n).sum()), "pnr_pos_neg": float((p * n).sum())}
+            "pnr_neg_sq": float((n * n).sum()), "pnr_pos_neg": float((p * n).sum()),
+            "pnr_con_sq": float((p * p).sum()), "pnr_con_neg": float((p * n).sum())}
 
 
 def arms(n: int, base_mean: float, cand_mean: float) -> tuple[np.ndarray, np.ndarray]:
@@ -36,13 +40,13 @@ def arms(n: int, base_mean: float, cand_mean: float) -> tuple[np.ndarray, np.nda
 
 def test_interval_is_the_howard_normal_mixture_boundary_on_the_log_ratio() -> None:
     base, cand = arms(1000, 2.0, 1.8)
-    verdict = compare(dcg_stats(base), dcg_stats(cand), "dcg", CONFIG)
+    verdict = compare(dcg_stats(base), dcg_stats(cand), "dcg", SINGLE)
     # Delta method, computed here from the raw values (not from the sums compare() sees).
     v = base.var(ddof=1) / (base.size * base.mean() ** 2) + cand.var(ddof=1) / (cand.size * cand.mean() ** 2)
     theta = math.log(cand.mean() / base.mean())
     # Howard et al. (2021) §3.5, two-sided normal mixture on S with intrinsic time V and precision ρ:
     # |S| ≤ √((V + ρ) log((V + ρ) / (ρ α²))). For a mean: S = θ̂ V with V = 1/v, ρ = 1/τ².
-    V, rho, alpha = 1.0 / v, 1.0 / CONFIG.mixture_sd**2, CONFIG.alpha
+    V, rho, alpha = 1.0 / v, 1.0 / CONFIG.mixture_sd**2, CONFIG.sequence_alpha
     h = math.sqrt((V + rho) * math.log((V + rho) / (rho * alpha**2))) / V
     assert verdict.estimate == pytest.approx(cand.mean() / base.mean() - 1, rel=1e-12)
     assert verdict.lower == pytest.approx(math.exp(theta - h) - 1, rel=1e-9)
@@ -71,7 +75,7 @@ def test_evidence_reaches_log_one_over_alpha_exactly_at_the_interval_ends(varian
 
 def test_evidence_is_the_mixture_likelihood_ratio_against_no_change() -> None:
     base, cand = arms(400, 2.0, 1.9)
-    verdict = compare(dcg_stats(base), dcg_stats(cand), "dcg", CONFIG)
+    verdict = compare(dcg_stats(base), dcg_stats(cand), "dcg", SINGLE)
     v = base.var(ddof=1) / (400 * base.mean() ** 2) + cand.var(ddof=1) / (400 * cand.mean() ** 2)
     theta, tau2 = math.log(cand.mean() / base.mean()), CONFIG.mixture_sd**2
     # Λ = √(v/(v+τ²)) exp(τ² θ̂² / (2v(v+τ²))), Johari et al. (2017) for the difference of two means.
@@ -84,7 +88,7 @@ def test_pnr_interval_uses_the_delta_method_of_a_ratio() -> None:
     positive = [10, 12, 8, 15, 9, 11] * 50
     negative = [2, 1, 3, 2, 2, 1] * 50
     verdict = compare(pnr_stats(positive, negative), pnr_stats([p - 1 for p in positive], negative),
-                      "pnr", CONFIG)
+                      "pnr", SINGLE)
     p, q = np.asarray(positive, float), np.asarray(negative, float)
 
     def log_var(p: np.ndarray, q: np.ndarray) -> float:
@@ -94,10 +98,36 @@ def test_pnr_interval_uses_the_delta_method_of_a_ratio() -> None:
 
     v = log_var(p, q) + log_var(p - 1, q)
     theta = math.log((p - 1).sum() / q.sum()) - math.log(p.sum() / q.sum())
-    h = half_width(v, CONFIG.mixture_sd, CONFIG.alpha)
+    h = half_width(v, CONFIG.mixture_sd, CONFIG.sequence_alpha)
     assert verdict.estimate == pytest.approx(math.expm1(theta), rel=1e-12)
     assert verdict.lower == pytest.approx(math.expm1(theta - h), rel=1e-9)
     assert verdict.upper == pytest.approx(math.expm1(theta + h), rel=1e-9)
+
+
+@pytest.mark.parametrize("variance", [1e-6, 1e-4, 1e-2, 0.3, 5.0])
+def test_the_default_two_component_mixture_solves_its_boundary_equation(variance: float) -> None:
+    # Λ = 0.95 Λ(τ = 0.05) + 0.05 Λ(τ = 1): the half-width is where Λ reaches 1/α, computed here from the
+    # two closed-form ratios; it lies between the components' boundaries at α and at α · w.
+    alpha = CONFIG.sequence_alpha
+    h = float(half_widths(np.array(variance), CONFIG.mixture, alpha))
+    ratio = sum(w * math.exp(log_mixture_ratio(h, variance, tau)) for tau, w in CONFIG.mixture)
+    assert ratio == pytest.approx(1 / alpha, rel=1e-9)
+    assert float(log_ratios(np.array(h), np.array(variance), CONFIG.mixture)) == pytest.approx(
+        math.log(1 / alpha), rel=1e-9)
+    low = min(half_width(variance, tau, alpha) for tau, _ in CONFIG.mixture)
+    high = min(half_width(variance, tau, alpha * w) for tau, w in CONFIG.mixture)
+    assert low <= h <= high
+
+
+def test_the_wide_component_costs_under_one_percent_where_the_test_is_tuned_and_saves_much_beyond() -> None:
+    alpha = CONFIG.sequence_alpha
+    for se in (0.005, 0.01, 0.02, 0.03):  # standard errors of the 2–10% drops the first component is for
+        single = half_width(se**2, CONFIG.mixture_sd, alpha)
+        assert single < float(half_widths(np.array(se**2), CONFIG.mixture, alpha)) < 1.01 * single
+    # a candidate broken in 99% of its sessions: a log-scale standard error near 1 at a few hundred
+    # sessions; the tuned mixture alone gives a half-width of 49, the two components 5.0
+    assert float(half_widths(np.array(1.0), CONFIG.mixture, alpha)) < 0.15 * half_width(1.0, CONFIG.mixture_sd,
+                                                                                          alpha)
 
 
 # --- symmetry and merging -----------------------------------------------------------------------------
@@ -208,28 +238,80 @@ def test_no_sessions_gives_no_numbers() -> None:
                               "too few sessions: baseline 0, candidate 2 (at least 200 per arm)")
 
 
-def test_a_baseline_of_zero_has_no_relative_change() -> None:
-    verdict = compare(dcg_stats([0.0] * 500), dcg_stats([1.0, 0.0] * 250), "dcg", CONFIG)
+def test_a_candidate_whose_every_session_scored_zero_is_a_regression_at_min_sessions() -> None:
+    # A ranker returning nothing relevant: log 0 has no delta method, but 200 sessions at 0 bound the
+    # candidate's mean exactly (monitor/core/canary/bounds.py): at most 4.06% of tail's DCG@20 bound.
+    base = np.where(np.arange(200) % 4 == 0, 0.0, 1.6)  # tail-like: a mean of 1.2, a quarter at 0
+    verdict = compare(dcg_stats(base), dcg_stats([0.0] * 200), "dcg", CONFIG, "tail")
+    assert (verdict.verdict, verdict.estimate, verdict.lower) == ("regression", -1.0, -1.0)
+    assert verdict.upper is not None and -1.0 < verdict.upper < -0.5
+    assert verdict.evidence is None
+    assert verdict.reason == "100.0% lower; the 95% confidence sequence excludes no change"
+    short = compare(dcg_stats(base[:199]), dcg_stats([0.0] * 199), "dcg", CONFIG, "tail")
+    assert short.verdict == "inconclusive" and short.reason.startswith("too few sessions")
+
+
+def test_the_zero_bound_is_the_betting_bound_and_needs_a_bound_of_a_session() -> None:
+    base = np.where(np.arange(400) % 2 == 0, 0.5, 2.5)
+    verdict = compare(dcg_stats(base), dcg_stats([0.0] * 300), "dcg", CONFIG, "head")
+    # upper: U / (the baseline's lower end), U = B (1 − a^(1/n)) at a = α/100 / 2 (two components)
+    bound = CONFIG.dcg_bound["head"]
+    a = CONFIG.bound_alpha / 2
+    u = bound * (1 - a ** (1 / 300))
+    mean, var = base.mean(), base.var(ddof=1) / (400 * base.mean() ** 2)
+    lower_b = math.log(mean) - float(half_widths(np.array(var), CONFIG.mixture, a))
+    assert verdict.upper == pytest.approx(math.expm1(math.log(u) - lower_b), rel=1e-9)
+    unbounded = CanaryConfig().with_bounds({"head": 40}, None)
+    blind = compare(dcg_stats(base), dcg_stats([0.0] * 300), "dcg", unbounded, "head")
+    assert blind.verdict == "inconclusive" and "no bound" in blind.reason
+
+
+def test_a_baseline_of_zero_against_a_working_candidate_passes_on_the_bound() -> None:
+    verdict = compare(dcg_stats([0.0] * 500), dcg_stats([1.0, 0.0] * 250), "dcg", CONFIG, "tail")
+    assert (verdict.verdict, verdict.estimate, verdict.upper) == ("pass", None, None)
+    assert verdict.lower is not None and verdict.lower > 0
+
+
+def test_both_arms_at_zero_have_no_relative_change() -> None:
+    verdict = compare(dcg_stats([0.0] * 500), dcg_stats([0.0] * 500), "dcg", CONFIG, "tail")
     assert (verdict.verdict, verdict.estimate, verdict.lower) == ("inconclusive", None, None)
-    assert verdict.reason == "baseline: mean DCG is 0, so a relative change is undefined"
+    assert verdict.reason == "both arms' mean DCG is 0: no relative change"
 
 
-def test_pnr_without_inversions_has_no_relative_change() -> None:
-    verdict = compare(pnr_stats([5] * 300, [0] * 300), pnr_stats([5] * 300, [1] * 300), "pnr", CONFIG)
-    assert (verdict.verdict, verdict.estimate) == ("inconclusive", None)
-    assert verdict.reason == "baseline: no inversions: PNR is +Inf, a relative change is undefined"
+def test_pnr_without_inversions_is_bounded_and_decided_once_the_bound_is_tight() -> None:
+    few = compare(pnr_stats([4, 6] * 150, [0] * 300), pnr_stats([4, 6] * 150, [0, 2] * 150), "pnr", CONFIG,
+                  "tail")
+    assert few.verdict == "inconclusive" and few.estimate == -1.0  # 5 against +Inf: not yet tight
+    assert few.upper is not None and few.upper > 0
+    many = compare(pnr_stats([4, 6] * 2500, [0] * 5000), pnr_stats([4, 6] * 2500, [0, 2] * 2500), "pnr", CONFIG,
+                   "tail")
+    assert many.verdict == "regression" and many.upper is not None and many.upper < 0
+    # no inversions, and as many pairs of different grades per session (6) as the baseline: a pass
+    perfect = compare(pnr_stats([4, 6] * 2500, [0, 2] * 2500), pnr_stats([5, 7] * 2500, [0] * 5000), "pnr",
+                      CONFIG, "tail")
+    assert perfect.verdict == "pass" and perfect.estimate is None and perfect.lower is not None
+
+
+def test_lists_with_nothing_to_order_are_a_pnr_regression_and_never_a_pass() -> None:
+    # All-irrelevant lists: every pair grade-tied, so no concordant and no discordant pair (PNR 0/0).
+    base = pnr_stats([30, 40, 20] * 100, [3, 5, 2] * 100)
+    empty = {**pnr_stats([0] * 300, [0] * 300), "grade_tied": 300 * 190.0}
+    verdict = compare(base, empty, "pnr", CONFIG, "tail")
+    assert verdict.verdict == "regression"
+    assert "no pair of different grades" in verdict.reason
 
 
 def test_stats_without_second_moments_give_an_estimate_but_no_interval() -> None:
     stats = {"sessions": 500.0, "concordant": 4000.0, "discordant": 900.0, "grade_tied": 100.0}
     verdict = compare(stats, stats, "pnr", CONFIG)
     assert (verdict.verdict, verdict.estimate, verdict.lower, verdict.evidence) == ("inconclusive", 0.0, None, None)
-    assert "no pnr second moments" in verdict.reason
+    assert verdict.reason.startswith("no variance")
 
 
 def test_constant_sessions_have_no_interval() -> None:
     verdict = compare(dcg_stats([1.0] * 300), dcg_stats([1.0] * 300), "dcg", CONFIG)
-    assert (verdict.verdict, verdict.lower, verdict.reason) == ("inconclusive", None, "no variation between sessions")
+    assert (verdict.verdict, verdict.lower) == ("inconclusive", None)
+    assert verdict.reason.startswith("no variance")
 
 
 def test_unknown_metric_and_negative_sessions_are_named() -> None:

@@ -35,7 +35,8 @@ def dcg_stats(x: np.ndarray) -> Stats:
 def pnr_stats(p: np.ndarray, n: np.ndarray) -> Stats:
     return {"sessions": float(p.size), "concordant": float(p.sum()), "grade_tied": 0.0,
             "discordant": float(n.sum()), "pnr_pos_sq": float((p * p).sum()),
-            "pnr_neg_sq": float((n * n).sum()), "pnr_pos_neg": float((p * n).sum())}
+            "pnr_neg_sq": float((n * n).sum()), "pnr_pos_neg": float((p * n).sum()),
+            "pnr_con_sq": float((p * p).sum()), "pnr_con_neg": float((p * n).sum())}
 
 
 # -- the estimator -------------------------------------------------------------------------------------

@@ -105,6 +105,19 @@ def test_a_candidates_drop_is_exact_in_every_hour(worlds: dict[str, World], drop
     assert cand.mean() / base.mean() - 1 == pytest.approx(-drop, abs=0.006)
 
 
+@pytest.mark.parametrize("drop", [0.05, 0.1])
+def test_a_harder_mix_lowers_every_hours_mean_by_the_drop_with_the_same_sessions(worlds: dict[str, World],
+                                                                                  drop: float) -> None:
+    for world in worlds.values():
+        dipped = world.with_night_dip(0.04)
+        harder = dipped.with_harder_mix(drop)
+        np.testing.assert_allclose(harder.hourly_means(), (1 - drop) * dipped.hourly_means(), rtol=1e-9)
+        assert harder.outcomes is dipped.outcomes
+        # the queries' mean covariate (their expected DCG) moves with the mix: what the balance check sees
+        assert float(harder.hourly_shares.mean(axis=0) @ harder.expected[HEALTHY]) < float(
+            dipped.hourly_shares.mean(axis=0) @ dipped.expected[HEALTHY])
+
+
 def test_settings_are_validated() -> None:
     for field, value in (("available", 0.0), ("night_dip", 0.6), ("k", 0), ("zipf", -1.0),
                          ("dip_hour", 24.0), ("noise", float("nan")), ("outcomes", True)):
@@ -142,6 +155,7 @@ def test_every_session_keeps_its_shown_documents(worlds: dict[str, World]) -> No
         assert (shown[..., :-1] | ~shown[..., 1:]).all()  # the filled slots come first, then -1
         n = shown.sum(-1)
         assert (world.outcomes.pos + world.outcomes.neg == n * (n - 1) // 2).all()
+        assert (world.outcomes.con <= world.outcomes.pos).all() and (world.outcomes.con >= 0).all()
         np.testing.assert_allclose(dcg_of(world, HEALTHY), world.outcomes.dcg[HEALTHY], rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(dcg_of(world, BROKEN), world.outcomes.dcg[BROKEN], rtol=1e-12, atol=1e-12)
         # a document appears at most once in a list

@@ -13,13 +13,13 @@ good predictor; a poor one just removes less variance).
 **The estimator.** Per arm a ∈ {b (baseline), c (candidate)} and time stratum h (the strata of
 :mod:`.matched`: hours since a canary's start), the sums a stream can keep by addition: over the sessions
 *with* a covariate n, Σx, Σx², Σc, Σc², Σxc, over those *without* n₀, Σx₀, Σx₀² (:class:`CovariateSums`).
-With the slope β and the pooled covariate mean of the stratum μ_h (both arms' sessions with a
+With each arm's slope β_a and the pooled covariate mean of the stratum μ_h (both arms' sessions with a
 covariate), every session gets the adjusted value
 
-    u = x − β (c − μ_h)       (sessions with a covariate)
+    u = x − β_a (c − μ_h)     (sessions with a covariate)
     u = x                     (sessions without: their stratum's plain, unadjusted contribution)
 
-and the arm's adjusted mean in stratum h is the mean of u, m̂_a,h = (Σx + Σx₀ − β (Σc − n μ_h)) /
+and the arm's adjusted mean in stratum h is the mean of u, m̂_a,h = (Σx + Σx₀ − β_a (Σc − n μ_h)) /
 (n + n₀). The two arms are then compared as :mod:`.matched` compares plain means: over the strata S both
 arms have, with the candidate's weights w_h = n_c,h / n_c,
 
@@ -28,19 +28,30 @@ arms have, with the candidate's weights w_h = n_c,h / n_c,
 With β = 0 this is exactly :func:`.matched.matched_mean_paths` (and with one stratum the plain
 comparison of :mod:`.estimates`). The difference of adjusted means is the CUPED estimator (Deng, Xu,
 Kohavi & Walker 2013, *Improving the sensitivity of online controlled experiments by utilizing
-pre-experiment data*, WSDM) and the regression-adjusted estimator without interactions (Lin 2013,
-*Agnostic notes on regression adjustments to experimental data: reexamining Freedman's critique*, Ann.
-Appl. Stat. 7(1)), here per stratum and on the log scale.
+pre-experiment data*, WSDM) in its fully interacted form, a slope per arm with the covariate centred at
+the pooled mean (Lin 2013, *Agnostic notes on regression adjustments to experimental data: reexamining
+Freedman's critique*, Ann. Appl. Stat. 7(1), §3–4), here per stratum and on the log scale.
 
-**β** is estimated from both arms pooled (:func:`pooled_slope`): the within-(arm, stratum) least-squares
-slope of x on c over the sessions with a covariate,
+**β_a** is each arm's own least-squares slope of x on c over its sessions with a covariate, pooled over
+the strata both arms have (:func:`arm_slopes`), within strata so the time of day does not leak into it:
 
-    β̂ = Σ_{a,h} (Σxc − Σx Σc / n) / Σ_{a,h} (Σc² − (Σc)² / n)
+    β̂_a = Σ_h (Σxc − Σx Σc / n)_a,h / Σ_h (Σc² − (Σc)² / n)_a,h
 
-so neither the effect nor the time of day leaks into it; 0 where the covariate does not vary. Pooling the
-arms keeps β̂ the same for both (an arm-specific β would re-introduce the arm into the adjustment); under
-a multiplicative effect the two arms' true slopes differ by the effect's factor, and Lin (2013) shows the
-estimate stays consistent and, with equal arms, asymptotically no less precise than the unadjusted one.
+0 where the covariate does not vary. Why a slope per arm: Lin (2013, Thm 2) shows the interacted
+estimator consistent and asymptotically never less precise than the unadjusted difference, whatever the
+arms' sizes and slopes, while one slope pooled over both arms can be less precise when the arms differ
+in size *and* in slope. That is the case the monitor exists for: a broken candidate's DCG no longer
+follows its query's difficulty (slope near 0), and a pooled slope (mostly the baseline's, at a 5% canary)
+subtracts the covariate's spread from sessions that never had it, adding it to the candidate's variance
+instead of removing it: 99% broken, a head deploy took 9.25 hours to a regression with a pooled slope and
+1.25 with no adjustment (issue 26). :func:`pooled_slope` is kept for comparison.
+
+**What it estimates.** Under randomisation E[c] is the same in both arms, so the adjusted and unadjusted
+comparisons estimate the same θ, the change of the per-session mean. When the arms' query mixes differ
+(a candidate that changes which queries reach it: users reformulating after bad results, a routing bug),
+they do not: the adjustment then removes the mix's share and measures the change *within* queries, while
+the per-session mean also moves with the mix. :mod:`.checks` tests the arms' covariate means for such an
+imbalance, and the verdict then falls back to the unadjusted comparison (docs/canary.md).
 
 **Variance.** Conditional on the stratum counts (as in :mod:`.matched`), with u's sample variance s²_u,h
 in each stratum (the arm's pooled within-stratum one for a stratum of one session):
@@ -178,9 +189,9 @@ def query_covariate(sessions: npt.ArrayLike, total: npt.ArrayLike, min_sessions:
 
 
 def pooled_slope(baseline: CovariateSums, candidate: CovariateSums) -> FloatArray:
-    """β̂: the least-squares slope of x on c within every (arm, stratum) of the sessions with a covariate,
-    pooled over both arms and the strata they share (module docstring); 0 where c does not vary. Shape:
-    the leading axes (without the strata)."""
+    """β̂ pooled over both arms (not what the comparison uses: :func:`arm_slopes`): the least-squares slope
+    of x on c within every (arm, stratum) of the sessions with a covariate, pooled over both arms and the
+    strata they share; 0 where c does not vary. Shape: the leading axes (without the strata)."""
     common = (baseline.n + baseline.n0 > 0) & (candidate.n + candidate.n0 > 0)
     sxc = np.zeros(common.shape[:-1])
     scc = np.zeros(common.shape[:-1])
@@ -196,14 +207,33 @@ def pooled_slope(baseline: CovariateSums, candidate: CovariateSums) -> FloatArra
     return out
 
 
+def arm_slopes(baseline: CovariateSums, candidate: CovariateSums) -> tuple[FloatArray, FloatArray]:
+    """(β̂_baseline, β̂_candidate): each arm's least-squares slope of x on c within the strata both arms
+    have, pooled over those strata (module docstring); 0 where its covariate does not vary. Shape: the
+    leading axes (without the strata)."""
+    common = (baseline.n + baseline.n0 > 0) & (candidate.n + candidate.n0 > 0)
+    out = []
+    for arm in (baseline, candidate):
+        safe = np.where(arm.n > 0, arm.n, 1.0)
+        inside = common & (arm.n > 0)
+        sxc = np.where(inside, arm.xc - arm.x * arm.c / safe, 0.0).sum(axis=-1)
+        scc = np.where(inside, arm.cc - arm.c * arm.c / safe, 0.0).sum(axis=-1)
+        scale = np.where(inside, arm.cc, 0.0).sum(axis=-1)
+        varies = scc > 1e-12 * np.maximum(scale, 1e-300)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out.append(np.asarray(np.where(varies, sxc / np.where(varies, scc, 1.0), 0.0), dtype=np.float64))
+    return out[0], out[1]
+
+
 def adjusted_mean_paths(baseline: CovariateSums, candidate: CovariateSums,
                         slope: npt.ArrayLike | None = None) -> tuple[LogPath, LogPath]:
     """(baseline's adjusted mean reweighted to the candidate's strata mix, candidate's adjusted mean over
     the common strata), as :class:`~.paths.LogPath` values: n, log of the adjusted mean and its variance
-    (module docstring). ``slope``: β (a number, or one per leading index); default
-    :func:`pooled_slope`. NaN where undefined, as :func:`.matched.matched_mean_paths`."""
-    beta = pooled_slope(baseline, candidate) if slope is None else _f(slope)
-    beta = np.broadcast_to(beta, baseline.n.shape[:-1])[..., None]
+    (module docstring). ``slope``: one β for both arms (a number, or one per leading index); default
+    each arm's own (:func:`arm_slopes`). NaN where undefined, as :func:`.matched.matched_mean_paths`."""
+    lead = baseline.n.shape[:-1]
+    betas = arm_slopes(baseline, candidate) if slope is None else (_f(slope), _f(slope))
+    beta_b, beta_c = (np.broadcast_to(b, lead)[..., None] for b in betas)
     nb, nc = baseline.n + baseline.n0, candidate.n + candidate.n0
     s = _Strata(nb, nc)
     with_c = s.keep(baseline.n) + s.keep(candidate.n)
@@ -211,7 +241,7 @@ def adjusted_mean_paths(baseline: CovariateSums, candidate: CovariateSums,
         pooled_c = s.keep(baseline.c) + s.keep(candidate.c)
         centre = np.where(with_c > 0, pooled_c / np.where(with_c > 0, with_c, 1.0), 0.0)
 
-    def u_sums(arm: CovariateSums) -> tuple[FloatArray, FloatArray]:
+    def u_sums(arm: CovariateSums, beta: FloatArray) -> tuple[FloatArray, FloatArray]:
         spread_c = arm.c - arm.n * centre
         total = arm.x + arm.x0 - beta * spread_c
         square = (arm.xx + arm.xx0 - 2.0 * beta * (arm.xc - centre * arm.x)
@@ -219,7 +249,7 @@ def adjusted_mean_paths(baseline: CovariateSums, candidate: CovariateSums,
         return s.keep(total), s.keep(square)
 
     # the arms' sums of u in place of those of x: the rest is the time-matched comparison itself
-    return matched_mean_paths(nb, *u_sums(baseline), nc, *u_sums(candidate))
+    return matched_mean_paths(nb, *u_sums(baseline, beta_b), nc, *u_sums(candidate, beta_c))
 
 
 def adjusted_mean_path(baseline: CovariateSums, candidate: CovariateSums,

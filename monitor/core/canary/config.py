@@ -8,6 +8,10 @@
   zero-inflated DCG, and the verdict is "inconclusive" whatever the numbers say;
 * ``mixture_sd`` (0.05): τ, the standard deviation of the normal mixture over the log ratio (the mSPRT
   "prior"). The sequence is tightest when its half-width is ≈ 1.07 τ, i.e. around drops of 5%;
+* ``wide_sd`` (1.0), ``wide_weight`` (0.05): a second, wide component of the mixture, τ = 1 on the log
+  scale with 5% of the weight: a ranker broken in most sessions (θ of −2 to −5) is then caught in
+  hundreds of sessions instead of thousands, for less than 1% more half-width on the 2–10% drops the
+  first component is tuned for (:func:`.sequential.half_widths`; 0 weight: the single mixture);
 * ``baseline_window`` (1 day): after a deploy without a canary, the new ranker is compared with the
   previous one's sessions in this much event time before the deploy (a full daily cycle);
 * ``time_matched`` (True), ``match_slot`` (1 hour), ``match_period`` (1 day): compare the arms within the
@@ -20,7 +24,17 @@
   period (a query with fewer than ``covariate_min_sessions`` of them has none, and its sessions count
   unadjusted). Needs ``StreamConfig.query_history``; without it the comparison is the unadjusted one;
 * ``sticky`` (True): the verdict is decided on the running intersection of the confidence sequence over
-  the looks, one per epoch of the period (:func:`.paths.sticky_path`), so it does not flap.
+  the looks, one per epoch of the period (:func:`.paths.sticky_path`), so it does not flap;
+* ``dcg_bound``, ``pairs_bound`` (per bucket): the largest DCG@k, and the largest number of pairs in the
+  top k (k(k − 1)/2), that one session can have: what the exact bound of an arm whose every session
+  scored 0 (:mod:`.bounds`) needs. Defaults: the stream's default k (40 head, 20 otherwise) and the seed
+  scale (the best grade's gain 1); :meth:`with_bounds` sets them from other settings. A bucket without
+  a bound has no such bound (such an arm stays "inconclusive").
+
+The error rate α is shared: the confidence sequence runs at ``sequence_alpha`` = α · (1 − 1/100), the
+exact bounds at ``bound_alpha`` = α / 100, so that a false verdict from either stays below α in all
+(a union bound; the sequence's half-width grows by less than 0.1%). The checks that say when a verdict
+cannot be trusted (:mod:`.checks`) run at ``check_alpha`` = α / 2 each.
 
 >>> CanaryConfig().alpha
 0.05
@@ -33,7 +47,24 @@ ValueError: alpha: must be in (0, 1), got 1.5
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+BOUND_SHARE = 0.01  # the share of α spent on the exact bounds of arms whose every session scored 0
+DEFAULT_K = {"head": 40, "torso": 20, "tail": 20}
+
+
+def dcg_bounds(k: Mapping[str, int], best_gain: float) -> dict[str, float]:
+    """Per bucket the largest DCG@k a session can have: every one of its top k at the best gain,
+    best_gain · Σ_{i ≤ k} 1 / log2(i + 1)."""
+    return {bucket: best_gain * sum(1.0 / math.log2(i + 1.0) for i in range(1, depth + 1))
+            for bucket, depth in k.items()}
+
+
+def pairs_bounds(k: Mapping[str, int]) -> dict[str, float]:
+    """Per bucket the number of pairs in a top k, k (k − 1) / 2: the most concordant, discordant or
+    differently graded pairs one session can have."""
+    return {bucket: depth * (depth - 1) / 2.0 for bucket, depth in k.items()}
 
 
 @dataclass(frozen=True)
@@ -42,6 +73,8 @@ class CanaryConfig:
     min_relative_drop: float = 0.02
     min_sessions: int = 200
     mixture_sd: float = 0.05
+    wide_sd: float = 1.0
+    wide_weight: float = 0.05
     baseline_window: float = 86400.0
     time_matched: bool = True
     match_slot: float = 3600.0
@@ -50,12 +83,50 @@ class CanaryConfig:
     adjust_queries: bool = True
     covariate_window: float = 86400.0
     covariate_min_sessions: int = 1
+    dcg_bound: Mapping[str, float] = field(default_factory=lambda: dcg_bounds(DEFAULT_K, 1.0))
+    pairs_bound: Mapping[str, float] = field(default_factory=lambda: pairs_bounds(DEFAULT_K))
+
+    @property
+    def mixture(self) -> tuple[tuple[float, float], ...]:
+        """The mixture's components (τ, weight): the tuned one, and the wide one if it has weight."""
+        if self.wide_weight == 0.0:
+            return ((self.mixture_sd, 1.0),)
+        return ((self.mixture_sd, 1.0 - self.wide_weight), (self.wide_sd, self.wide_weight))
+
+    @property
+    def sequence_alpha(self) -> float:
+        """The level of the confidence sequence: α less the share of the exact bounds."""
+        return self.alpha * (1.0 - BOUND_SHARE)
+
+    @property
+    def check_alpha(self) -> float:
+        """The level of each of the two checks (sample ratio, covariate balance: :mod:`.checks`): α / 2, so
+        that under a working split they raise a false alarm together in at most α of comparisons."""
+        return self.alpha / 2.0
+
+    @property
+    def bound_alpha(self) -> float:
+        """The level of the exact bounds of arms whose every session scored 0 (:mod:`.bounds`)."""
+        return self.alpha * BOUND_SHARE
+
+    def with_bounds(self, k: Mapping[str, int], best_gain: float | None) -> CanaryConfig:
+        """This config with the bounds of a stream of depths ``k`` and a scale whose best gain is
+        ``best_gain`` (None: gains without a maximum, e.g. TREC integers: no DCG bound)."""
+        return replace(self, dcg_bound={} if best_gain is None else dcg_bounds(k, best_gain),
+                       pairs_bound=pairs_bounds(k))
 
     def __post_init__(self) -> None:
+        for name in ("dcg_bound", "pairs_bound"):
+            table = getattr(self, name)
+            if not isinstance(table, Mapping) or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+                    for v in table.values()):
+                raise ValueError(f"{name}: expected a table of bucket → a finite number > 0, got {table!r}")
         for name in ("time_matched", "sticky", "adjust_queries"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: expected true or false, got {getattr(self, name)!r}")
-        for name in ("alpha", "min_relative_drop", "mixture_sd", "baseline_window", "match_slot",
+        for name in ("alpha", "min_relative_drop", "mixture_sd", "wide_sd", "wide_weight", "baseline_window",
+                     "match_slot",
                      "match_period", "covariate_window"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -78,6 +149,10 @@ class CanaryConfig:
                              f"got {self.match_period!r}")
         if self.mixture_sd <= 0.0:
             raise ValueError(f"mixture_sd: must be > 0, got {self.mixture_sd!r}")
+        if self.wide_sd <= 0.0:
+            raise ValueError(f"wide_sd: must be > 0, got {self.wide_sd!r}")
+        if not 0.0 <= self.wide_weight < 1.0:
+            raise ValueError(f"wide_weight: must be in [0, 1), got {self.wide_weight!r}")
         sessions = self.min_sessions
         if isinstance(sessions, bool) or not isinstance(sessions, int) or sessions < 2:
             raise ValueError(f"min_sessions: expected an integer ≥ 2, got {sessions!r}")

@@ -41,25 +41,41 @@ are :class:`~.paths.LogPath` values for :func:`~.paths.verdict_path`, NaN where 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
 import numpy.typing as npt
 
-from monitor.core.canary.paths import EffectPath, FloatArray, LogPath
+from monitor.core.canary.paths import ZERO_MEAN, EffectPath, FloatArray, LogPath
 
 DCG_FIELDS = ("sessions", "dcg", "dcg_sq")
-PNR_FIELDS = ("sessions", "positive", "discordant", "pnr_pos_sq", "pnr_neg_sq", "pnr_pos_neg")
+PNR_FIELDS = ("sessions", "concordant", "discordant", "pnr_con_sq", "pnr_neg_sq", "pnr_con_neg")
+WIDTHS = {"dcg": 3, "pnr": 6, "pairs": 3}
+SECOND_MOMENTS = frozenset({"dcg_sq", "pnr_con_sq", "pnr_neg_sq", "pnr_con_neg"})
 
 
 def fields_of(stats: Mapping[str, float], metric: str) -> tuple[float, ...]:
-    """The sums the metric's test needs, in the order of ``DCG_FIELDS`` / ``PNR_FIELDS`` (positive pairs
-    are concordant + grade-tied, the seed's convention)."""
+    """The sums the metric's test needs: ``dcg`` in the order of ``DCG_FIELDS``; ``pnr`` in the order of
+    ``PNR_FIELDS``: the verdict's PNR leaves grade-tied pairs out (concordant / discordant, the skip
+    convention: a list of one grade, all irrelevant say, adds nothing to it, where the seed's convention
+    would count its tied pairs as positive); ``pairs``: the pairs of different grades a session has
+    (concordant + discordant: what PNR judges), n, Σ, Σ². A second moment missing from stats with
+    sessions (sums written before it existed) is NaN: no variance, rather than a wrong one."""
+    def get(name: str) -> float:
+        value = stats.get(name)
+        if value is not None:
+            return value
+        return math.nan if name in SECOND_MOMENTS and stats.get("sessions", 0.0) != 0 else 0.0
+
     if metric == "dcg":
-        return tuple(stats.get(name, 0.0) for name in DCG_FIELDS)
-    positive = stats.get("concordant", 0.0) + stats.get("grade_tied", 0.0)
-    return (stats.get("sessions", 0.0), positive,
-            *(stats.get(name, 0.0) for name in PNR_FIELDS[2:]))
+        return tuple(get(name) for name in DCG_FIELDS)
+    if metric == "pnr":
+        return tuple(get(name) for name in PNR_FIELDS)
+    if metric == "pairs":
+        c, d = get("concordant"), get("discordant")
+        return (get("sessions"), c + d, get("pnr_con_sq") + 2.0 * get("pnr_con_neg") + get("pnr_neg_sq"))
+    raise ValueError(f"metric: {metric!r} is not one of dcg, pnr, pairs")
 
 
 def _f(x: npt.ArrayLike) -> FloatArray:
@@ -113,9 +129,11 @@ def matched_mean_paths(nb: npt.ArrayLike, sb: npt.ArrayLike, qb: npt.ArrayLike, 
         mean_c = s.keep(sc).sum(axis=-1) / s.total_c
         var_b = np.maximum(s.spread(qb, sb, sb, s.nb, s.total_b), 0.0) / (mean_b * mean_b)
         var_c = np.maximum(s.spread(qc, sc, sc, s.nc, s.total_c), 0.0) / (mean_c * mean_c)
-    ok_b, ok_c = (s.total_b > 0) & (mean_b > 0), (s.total_c > 0) & (mean_c > 0)
-    base = LogPath(s.total_b, _log(mean_b, ok_b), np.where(ok_b & (s.total_b - s.count >= 1), var_b, np.nan))
-    cand = LogPath(s.total_c, _log(mean_c, ok_c), np.where(ok_c & (s.total_c - s.count >= 1), var_c, np.nan))
+    ok_b, ok_c = (s.total_b > 0) & (mean_b > ZERO_MEAN), (s.total_c > 0) & (mean_c > ZERO_MEAN)
+    base = LogPath(s.total_b, _log(mean_b, ok_b), np.where(ok_b & (s.total_b - s.count >= 1), var_b, np.nan),
+                   (s.total_b > 0) & ~ok_b)
+    cand = LogPath(s.total_c, _log(mean_c, ok_c), np.where(ok_c & (s.total_c - s.count >= 1), var_c, np.nan),
+                   (s.total_c > 0) & ~ok_c)
     return base, cand
 
 
@@ -129,7 +147,7 @@ def matched_mean_path(n_b: npt.ArrayLike, s_b: npt.ArrayLike, q_b: npt.ArrayLike
 def _log_ratio(p: FloatArray, q: FloatArray, spp: FloatArray, snn: FloatArray, spn: FloatArray,
                n: FloatArray, enough: npt.NDArray[np.bool_]) -> LogPath:
     """log(p / q) and its delta-method variance from the weighted (co)variances of the two means."""
-    ok = (n > 0) & (p > 0) & (q > 0)
+    ok = (n > 0) & (p > ZERO_MEAN) & (q > ZERO_MEAN)
     with np.errstate(divide="ignore", invalid="ignore"):
         variance = spp / (p * p) + snn / (q * q) - 2.0 * spn / (p * q)
     value = np.where(ok, np.log(np.where(ok, p, 1.0)) - np.log(np.where(ok, q, 1.0)), np.nan)
@@ -161,11 +179,22 @@ def matched_pnr_paths(nb: npt.ArrayLike, pb: npt.ArrayLike, negb: npt.ArrayLike,
 
 
 def matched_paths(baseline: npt.ArrayLike, candidate: npt.ArrayLike, metric: str) -> tuple[LogPath, LogPath]:
-    """:func:`matched_mean_paths` or :func:`matched_pnr_paths` from arrays of shape (..., strata, fields),
-    the fields in the order of :func:`fields_of`."""
+    """:func:`matched_mean_paths` (``dcg``, ``pairs``) or :func:`matched_pnr_paths` (``pnr``) from arrays
+    of shape (..., strata, fields), the fields in the order of :func:`fields_of`."""
     b, c = _f(baseline), _f(candidate)
-    if metric == "dcg":
+    if metric in ("dcg", "pairs"):
         return matched_mean_paths(*(b[..., i] for i in range(3)), *(c[..., i] for i in range(3)))
     if metric == "pnr":
         return matched_pnr_paths(*(b[..., i] for i in range(6)), *(c[..., i] for i in range(6)))
-    raise ValueError(f"metric: {metric!r} is not one of dcg, pnr")
+    raise ValueError(f"metric: {metric!r} is not one of dcg, pnr, pairs")
+
+
+def pnr_components(baseline: npt.ArrayLike, candidate: npt.ArrayLike) -> tuple[tuple[LogPath, LogPath],
+                                                                               tuple[LogPath, LogPath]]:
+    """The components of the PNR comparison, each time-matched like a mean: ((baseline's concordant pairs
+    per session, candidate's), (baseline's discordant pairs per session, candidate's)), from the arrays
+    of :func:`matched_paths` for ``pnr``."""
+    b, c = _f(baseline), _f(candidate)
+    concordant = matched_mean_paths(*(b[..., i] for i in (0, 1, 3)), *(c[..., i] for i in (0, 1, 3)))
+    discordant = matched_mean_paths(*(b[..., i] for i in (0, 2, 4)), *(c[..., i] for i in (0, 2, 4)))
+    return concordant, discordant

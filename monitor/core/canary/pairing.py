@@ -29,45 +29,31 @@ for a canary without a ``canary_start``, any such event) ends R's comparison: no
 Events with equal times are ordered as given. Each pair gives one comparison per metric (DCG, PNR); the
 result is sorted by bucket (head, torso, tail, then others by name), kind, candidate, baseline, metric.
 
-**How a pair is judged** (:func:`judge`): the monitor *looks* once per epoch of the period, in event
-time: look i holds the candidate's sessions of the period's epochs up to the i-th (a canary's control
-too; a deploy's baseline is all of it at every look). With ``CanaryConfig.time_matched`` each arm is
-split into time strata, the epoch's ``match_slot``-long stretch of the period for a canary (so a split
-that ramps up during the day compares like hours) and its phase in ``match_period`` for a deploy (the
-hour of day: a 03:00 deploy is compared with the previous ranker's night), and the baseline is
-reweighted to the candidate's mix (:mod:`.matched`). The verdict path over the looks
-(:mod:`.paths`) is made sticky with ``CanaryConfig.sticky`` (running intersection), and its last look
-is the verdict, with how often it changed along the way and when it last did. Everything is a function
-of the epochs alone, so every worker, a restart and a replay give the same verdict, and a correction
-of labels already counted is judged on the corrected data at every look.
+**How a pair is judged**: :func:`.judging.judge`, a look per epoch of the period, time-matched and
+sticky (docs/canary.md). A canary whose ``canary_start`` (or a later ``canary_share``) declares its
+traffic ``share`` also gets the sample-ratio check of :mod:`.checks` on its impressions: a mismatch makes
+its verdicts untrusted ("pass" becomes "inconclusive"; the reason says why). A ``canary_share`` event
+changes the declared share from its time on and nothing else.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
-from monitor.core.canary.adjusted import adjusted_mean_paths
-from monitor.core.canary.compare import Verdict, VerdictName, decide, reason
+from monitor.core.canary.checks import Check, Segment, sample_ratio
 from monitor.core.canary.config import CanaryConfig
-from monitor.core.canary.covariates import (
-    Adjustment,
-    covariate_sums,
-    covariates,
-    query_epochs,
-    with_covariate,
-)
-from monitor.core.canary.estimates import METRICS, LogStatistic, log_statistic
-from monitor.core.canary.matched import fields_of, matched_paths
-from monitor.core.canary.paths import INCONCLUSIVE, PASS, REGRESSION, LogPath, sticky_path, verdict_path
+from monitor.core.canary.covariates import Adjustment, covariates, query_epochs
+from monitor.core.canary.estimates import METRICS
+from monitor.core.canary.judging import Epochs, judge, total
+from monitor.core.canary.verdict import Verdict
 from monitor.core.events import BUCKETS, Deploy
 from monitor.core.stream.history import History
 from monitor.core.stream.session import split_group
-from monitor.core.stream.stats import Stats, add
+from monitor.core.stream.stats import add
 
 KINDS = ("canary", "deploy")
 PLAIN_VARIANTS = ("", "control")
@@ -146,10 +132,6 @@ def comparisons(history: History, deploys: Sequence[Deploy], config: CanaryConfi
                                       metrics[c.metric]))
 
 
-Epochs = dict[int, Stats]  # epoch index -> the stats of one arm's groups in it
-CODE_NAMES: dict[int, VerdictName] = {PASS: "pass", INCONCLUSIVE: "inconclusive", REGRESSION: "regression"}
-
-
 def _epochs(history: History, bucket: str, wanted: Callable[[str, str], bool], first: int | None = None,
             last: int | None = None) -> Epochs:
     """Epoch → the summed stats of ``bucket``'s groups (ranker, variant) that ``wanted`` selects, over
@@ -165,13 +147,6 @@ def _epochs(history: History, bucket: str, wanted: Callable[[str, str], bool], f
     return out
 
 
-def _total(epochs: Epochs) -> Stats:
-    out: Stats = {}
-    for stats in epochs.values():
-        add(out, stats)
-    return out
-
-
 def _stratum(history: History, kind: str, config: CanaryConfig) -> Callable[[int], int]:
     """The time stratum of an epoch: its ``match_slot``-long stretch (canary) or its phase in
     ``match_period`` (deploy); one stratum without time matching."""
@@ -183,96 +158,60 @@ def _stratum(history: History, kind: str, config: CanaryConfig) -> Callable[[int
     return lambda index: math.floor((index * width) % period / slot)
 
 
-def _problem(stats: Stats, metric: str, matched: LogPath, i: int) -> str:
-    if round(stats.get("sessions", 0.0)) > 0 and matched.n[i] == 0:
-        return "no sessions in the time strata the other arm has"
-    problem = log_statistic(stats, metric).problem
-    return problem or "too few sessions per time stratum for a variance"
-
-
-def _statistic(path: LogPath, stats: Stats, metric: str) -> LogStatistic:
-    """The last look of an arm's path as a :class:`LogStatistic` (with the reason of what is missing);
-    an arm with no time stratum in common with the other counts all its sessions."""
-    value, variance = float(path.value[-1]), float(path.variance[-1])
-    ok_value, ok_variance = math.isfinite(value), math.isfinite(variance)
-    problem = "" if ok_value and ok_variance else _problem(stats, metric, path, -1)
-    n = round(float(path.n[-1])) or round(stats.get("sessions", 0.0))
-    return LogStatistic(n, value if ok_value else None, variance if ok_variance else None, problem)
-
-
-def judge(baseline: Epochs, candidate: Epochs, looks: Sequence[int], grows: bool,
-          stratum: Callable[[int], int], metric: str, config: CanaryConfig, history: History,
-          adjust: Adjustment | None = None) -> Verdict:
-    """The verdict of ``candidate`` against ``baseline`` (epoch → stats) on ``metric`` (module docstring):
-    a look after each epoch of ``looks`` (sorted); the baseline's epochs enter at their look when it
-    ``grows`` (a canary's control), all at once otherwise (a deploy's baseline). With ``adjust`` (and
-    queries with a covariate) the DCG comparison is adjusted for query difficulty (:mod:`.adjusted`)."""
-    indices = list(looks) or [0]
-    strata = sorted({stratum(e) for e in [*indices, *baseline, *candidate]})
-    where = {s: j for j, s in enumerate(strata)}
-    position = {e: i for i, e in enumerate(indices)}
-
-    def place(epochs: Mapping[int, Mapping[str, Any]], values: Callable[[Mapping[str, Any]], Any],
-              width: int, growing: bool) -> np.ndarray:
-        """Per (look, stratum): the cumulative sum of ``values`` over the arm's epochs seen by then."""
-        out = np.zeros((len(indices), len(strata), width))
-        for e, item in epochs.items():
-            if growing and e in position:
-                out[position[e], where[stratum(e)]] += values(item)
-            elif not growing:
-                out[0, where[stratum(e)]] += values(item)
-        np.cumsum(out, axis=0, out=out)
-        return out
-
-    width = 3 if metric == "dcg" else 6
-    base = place(baseline, lambda stats: fields_of(stats, metric), width, grows)
-    cand = place(candidate, lambda stats: fields_of(stats, metric), width, True)
-    share = None
-    if metric == "dcg" and adjust is not None and adjust.covariate:
-        def covariate_values(by_query: Mapping[str, Any]) -> np.ndarray:
-            return with_covariate(by_query, adjust.covariate)
-
-        base_c = place(adjust.baseline, covariate_values, 6, grows)
-        cand_c = place(adjust.candidate, covariate_values, 6, True)
-        base_path, cand_path = adjusted_mean_paths(covariate_sums(base, base_c),
-                                                   covariate_sums(cand, cand_c))
-        sessions = float(base[-1, :, 0].sum() + cand[-1, :, 0].sum())
-        share = float(base_c[-1, :, 0].sum() + cand_c[-1, :, 0].sum()) / sessions if sessions > 0 else 0.0
-        share = min(max(share, 0.0), 1.0) if share > 0 else None  # None: nothing to adjust with
-    else:
-        base_path, cand_path = matched_paths(base, cand, metric)
-    path = verdict_path(base_path, cand_path, config)
-    if config.sticky:
-        path = sticky_path(path, config)
-    raw = decide(_statistic(base_path, _total(baseline), metric),
-                 _statistic(cand_path, _total(candidate), metric), config)
-    changes = int(path.changes[-1])
-    changed_at = None
-    if changes:
-        last_change = int(np.flatnonzero(np.diff(path.code, prepend=INCONCLUSIVE) != 0)[-1])
-        latest = max((last for _, last in history.seen.values()), default=math.inf)
-        begins = indices[last_change] * history.width
-        changed_at = min(begins + history.width, max(latest, begins))
-    resets = int(path.resets[-1])
-    if not config.sticky or not bool(path.eligible[-1]):
-        return replace(raw, changes=changes, changed_at=changed_at, resets=resets, adjusted=share)
-    name = CODE_NAMES[int(path.code[-1])]
-    estimate, lower, upper = (float(a[-1]) for a in (path.estimate, path.lower, path.upper))
-    looked = int(np.count_nonzero(path.eligible))
-    held = "" if looked <= 1 else f" kept over {looked} looks" + (f" (restarted {resets}×)" if resets else "")
-    return replace(raw, verdict=name, estimate=estimate, lower=lower, upper=upper,
-                   reason=reason(name, estimate, upper, config, held), changes=changes, changed_at=changed_at,
-                   resets=resets, adjusted=share)
-
-
 def _pair(bucket: str, kind: str, names: tuple[str, str], baseline: Epochs, candidate: Epochs,
           looks: Sequence[int], history: History, config: CanaryConfig,
-          adjust: Adjustment | None = None) -> list[Comparison]:
+          adjust: Adjustment | None = None, ratio: Check | None = None) -> list[Comparison]:
     stratum = _stratum(history, kind, config)
     return [Comparison(bucket, metric, kind, names[0], names[1],
-                       judge(baseline, candidate, looks, kind == "canary", stratum, metric, config, history,
-                             adjust))
+                       with_sample_ratio(judge(baseline, candidate, looks, kind == "canary", stratum, metric,
+                                               config, history, adjust, bucket), ratio))
             for metric in METRICS]
+
+
+def with_sample_ratio(verdict: Verdict, check: Check | None) -> Verdict:
+    """``verdict`` with the pair's sample-ratio check: untrusted when it flagged a mismatch (a "pass"
+    becomes "inconclusive": it cannot be trusted; a regression stays, marked)."""
+    if check is None:
+        return verdict
+    checks = (*verdict.checks, check)
+    if not check.flagged:
+        return replace(verdict, checks=checks)
+    why = f"sample ratio mismatch: {check.detail}; the split is not what was declared, so "
+    if verdict.verdict == "pass":
+        return replace(verdict, verdict="inconclusive", checks=checks, trusted=False,
+                       reason=f"{why}a pass cannot be trusted ({verdict.reason})")
+    return replace(verdict, checks=checks, trusted=False,
+                   reason=f"{verdict.reason}; {why}this verdict cannot be trusted as it stands")
+
+
+def _sample_ratio(events: Sequence[tuple[Order, Deploy]], ranker: str, start: tuple[Order, Deploy] | None,
+                  looks: Sequence[int], control: Epochs, canary: Epochs, history: History,
+                  config: CanaryConfig) -> Check | None:
+    """The sample-ratio check of a canary (:mod:`.checks`): its impressions and its control's per look,
+    in segments of constant declared share (the start's, then each later ``canary_share``'s), the epoch
+    of each change left out; None when no share was declared."""
+    changes = [(order, d) for order, d in events if d.ranker == ranker and d.kind == "canary_share"
+               and d.share is not None and (start is None or order > start[0])]
+    declared = [] if start is None or start[1].share is None else [start]
+    declared += sorted(changes, key=lambda item: item[0])
+    if not declared or not looks:
+        return None
+    borders = [history.epoch(d.ts) for _, d in declared]
+    segments = []
+    for k, (_, d) in enumerate(declared):
+        begin = borders[k]
+        end = borders[k + 1] if k + 1 < len(borders) else None
+        counted = [i for i, e in enumerate(looks) if e > begin and (end is None or e < end)
+                   and e not in borders]
+        if not counted:
+            continue
+        x, y = np.zeros(len(looks)), np.zeros(len(looks))
+        for i in counted:
+            x[i] = canary.get(looks[i], {}).get("impressions", 0.0)
+            y[i] = control.get(looks[i], {}).get("impressions", 0.0)
+        assert d.share is not None
+        segments.append(Segment(d.share, x, y))
+    return sample_ratio(segments, len(looks), config.check_alpha, config.mixture_sd)
 
 
 Wanted = Callable[[str, str], bool]
@@ -309,7 +248,7 @@ def _canaries(bucket: str, history: History, events: Sequence[tuple[Order, Deplo
                 group_bucket, other, variant = split_group(group)
                 if group_bucket == bucket and variant == "control":
                     add(controls.setdefault(other, {}).setdefault(index, {}), stats)
-        sessions = {r: _total(e).get("sessions", 0.0) for r, e in controls.items()}
+        sessions = {r: total(e).get("sessions", 0.0) for r, e in controls.items()}
         controls = {r: e for r, e in controls.items() if sessions[r] > 0}
         if not controls:
             continue
@@ -328,8 +267,9 @@ def _canaries(bucket: str, history: History, events: Sequence[tuple[Order, Deplo
         looks = sorted({*controls[baseline], *canary})
         adjust = _adjustment(history, bucket, (is_control, is_canary), ((first, None), (first, None)),
                              first if first is not None else min(looks, default=None), config)
+        ratio = _sample_ratio(events, ranker, start, looks, controls[baseline], canary, history, config)
         out.extend(_pair(bucket, "canary", (baseline, ranker), controls[baseline], canary, looks, history,
-                         config, adjust))
+                         config, adjust, ratio))
     return out
 
 

@@ -23,18 +23,27 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.core.canary.config import CanaryConfig
+from monitor.core.canary.sequential import half_widths, log_ratios
 
 FloatArray = npt.NDArray[np.float64]
 PASS, INCONCLUSIVE, REGRESSION = 1, 0, -1
 
 
+ZERO_MEAN = 1e-12
+"""A mean at or below this (per session: DCG, pairs) is 0, the float dust of sessions taken back and
+re-added included; the smallest real contribution (one session's DCG or one pair) is far above it."""
+
+
 @dataclass(frozen=True)
 class LogPath:
-    """Per element: sessions, log of the arm's metric and its variance (NaN where undefined)."""
+    """Per element: sessions, log of the arm's metric and its variance (NaN where undefined); ``zero``:
+    where the arm has sessions and its mean is 0 (its log is −∞: :mod:`.bounds` bounds it exactly);
+    None: not known (no such element)."""
 
     n: FloatArray
     value: FloatArray
     variance: FloatArray
+    zero: npt.NDArray[np.bool_] | None = None
 
 
 @dataclass(frozen=True)
@@ -62,10 +71,11 @@ def log_mean_path(n: npt.ArrayLike, total: npt.ArrayLike, total_sq: npt.ArrayLik
     n, total, total_sq = _f(n), _f(total), _f(total_sq)
     with np.errstate(divide="ignore", invalid="ignore"):
         mean = total / n
-        value = np.where((n > 0) & (mean > 0), np.log(np.where(mean > 0, mean, 1.0)), np.nan)
+        ok = (n > 0) & (mean > ZERO_MEAN)
+        value = np.where(ok, np.log(np.where(ok, mean, 1.0)), np.nan)
         spread = np.maximum(total_sq - n * mean * mean, 0.0) / (n - 1)
-        variance = np.where((n >= 2) & np.isfinite(value), spread / (n * mean * mean), np.nan)
-    return LogPath(n, value, variance)
+        variance = np.where((n >= 2) & ok, spread / (n * mean * mean), np.nan)
+    return LogPath(n, value, variance, (n > 0) & ~(mean > ZERO_MEAN))
 
 
 def log_pnr_path(n: npt.ArrayLike, positive: npt.ArrayLike, negative: npt.ArrayLike, pos_sq: npt.ArrayLike,
@@ -74,7 +84,7 @@ def log_pnr_path(n: npt.ArrayLike, positive: npt.ArrayLike, negative: npt.ArrayL
     n = _f(n)
     with np.errstate(divide="ignore", invalid="ignore"):
         p, q = _f(positive) / n, _f(negative) / n
-        ok = (n > 0) & (p > 0) & (q > 0)
+        ok = (n > 0) & (p > ZERO_MEAN) & (q > ZERO_MEAN)
         value = np.where(ok, np.log(np.where(ok, p, 1.0)) - np.log(np.where(ok, q, 1.0)), np.nan)
         s_pp = np.maximum(_f(pos_sq) - n * p * p, 0.0) / (n - 1)
         s_nn = np.maximum(_f(neg_sq) - n * q * q, 0.0) / (n - 1)
@@ -86,24 +96,7 @@ def log_pnr_path(n: npt.ArrayLike, positive: npt.ArrayLike, negative: npt.ArrayL
 
 def verdict_path(baseline: LogPath, candidate: LogPath, config: CanaryConfig) -> VerdictPath:
     """Estimate, confidence sequence, evidence and verdict code after every element (as :func:`.compare`)."""
-    theta = candidate.value - baseline.value
-    v = baseline.variance + candidate.variance
-    tau2 = config.mixture_sd**2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        usable = np.isfinite(v) & (v > 0)
-        v = np.where(usable, v, np.nan)
-        spread = v + tau2
-        h = np.sqrt(v * spread / tau2 * (2.0 * np.log(1.0 / config.alpha) + np.log(spread / v)))
-        evidence = 0.5 * np.log(v / spread) + tau2 * theta * theta / (2.0 * v * spread)
-    estimate = np.expm1(theta)
-    lower, upper = np.expm1(theta - h), np.expm1(theta + h)
-    enough = (baseline.n >= config.min_sessions) & (candidate.n >= config.min_sessions) & usable
-    drop = config.min_relative_drop
-    code = np.full(theta.shape, INCONCLUSIVE, dtype=np.int8)
-    code[enough & (upper < 0.0) & (estimate <= -drop)] = REGRESSION
-    code[enough & (lower > -drop)] = PASS
-    return VerdictPath(estimate, lower, upper, evidence, code, enough, changes_of(code),
-                       np.zeros(code.shape, dtype=np.int64))
+    return effect_verdict_path(EffectPath.of(baseline, candidate), config)
 
 
 def changes_of(code: npt.NDArray[np.int8]) -> npt.NDArray[np.int64]:
@@ -180,12 +173,16 @@ def sticky_path(path: VerdictPath, config: CanaryConfig) -> VerdictPath:
 @dataclass(frozen=True)
 class EffectPath:
     """Per look: the log ratio θ̂ of the candidate's metric to the (time-matched) baseline's, its variance
-    and the sessions each arm contributes (NaN where undefined)."""
+    and the sessions each arm contributes (NaN where undefined). ``lower_bound``, ``upper_bound``: where θ̂
+    is undefined because an arm's mean is 0, the exact bounds of θ (:mod:`.bounds`; ±inf for an open
+    end, NaN where there are none); None: none anywhere."""
 
     theta: FloatArray
     variance: FloatArray
     n_baseline: FloatArray
     n_candidate: FloatArray
+    lower_bound: FloatArray | None = None
+    upper_bound: FloatArray | None = None
 
     @staticmethod
     def of(baseline: LogPath, candidate: LogPath) -> EffectPath:
@@ -194,9 +191,33 @@ class EffectPath:
 
 
 def effect_verdict_path(effect: EffectPath, config: CanaryConfig) -> VerdictPath:
-    """:func:`verdict_path` on an :class:`EffectPath` (the same decision rule)."""
-    shape = np.shape(effect.theta)
-    baseline = LogPath(_f(effect.n_baseline), np.zeros(shape), _f(effect.variance))
-    candidate = LogPath(_f(effect.n_candidate), _f(effect.theta),
-                        np.where(np.isfinite(effect.variance), 0.0, np.full(shape, np.nan)))
-    return verdict_path(baseline, candidate, config)
+    """Estimate, confidence sequence, evidence and verdict code after every look (the rule of
+    :func:`.compare`): the normal-mixture sequence at ``config.sequence_alpha`` where θ̂ and its variance
+    are defined; where they are not because an arm's mean is 0, the exact bounds the effect carries (the
+    estimate is then −100% for a candidate at 0, undefined for a baseline at 0)."""
+    theta, v = _f(effect.theta), _f(effect.variance)
+    usable = np.isfinite(theta) & np.isfinite(v) & (v > 0)
+    h = half_widths(np.where(usable, v, np.nan), config.mixture, config.sequence_alpha)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        evidence = np.where(usable, log_ratios(np.where(usable, theta, 0.0), v, config.mixture), np.nan)
+        estimate = np.where(np.isposinf(theta), np.nan, np.expm1(theta))
+        lower = np.where(usable, np.expm1(theta - h), np.nan)
+        upper = np.where(usable, np.expm1(theta + h), np.nan)
+    bounded = np.zeros(theta.shape, dtype=bool)
+    if effect.lower_bound is not None and effect.upper_bound is not None:
+        lo, hi = _f(effect.lower_bound), _f(effect.upper_bound)
+        bounded = ~usable & ~np.isnan(lo) & ~np.isnan(hi) & (np.isfinite(lo) | np.isfinite(hi))
+        with np.errstate(over="ignore"):
+            lower = np.where(bounded, np.expm1(lo), lower)
+            upper = np.where(bounded, np.expm1(hi), upper)
+        # open below: the candidate's statistic is 0, a drop of 100%; open above: no finite estimate
+        estimate = np.where(bounded, np.where(np.isneginf(lo), -1.0, np.nan), estimate)
+    enough = ((_f(effect.n_baseline) >= config.min_sessions) & (_f(effect.n_candidate) >= config.min_sessions)
+              & (usable | bounded))
+    drop = config.min_relative_drop
+    code = np.full(theta.shape, INCONCLUSIVE, dtype=np.int8)
+    with np.errstate(invalid="ignore"):
+        code[enough & (upper < 0.0) & (estimate <= -drop)] = REGRESSION
+        code[enough & (lower > -drop)] = PASS
+    return VerdictPath(estimate, lower, upper, evidence, code, enough, changes_of(code),
+                       np.zeros(code.shape, dtype=np.int64))

@@ -32,6 +32,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
 
 def half_width(variance: float, tau: float, alpha: float) -> float:
     """Half-width of the (1 − α) normal-mixture confidence sequence around θ̂ (module docstring)."""
@@ -51,3 +56,55 @@ def log_mixture_ratio(estimate: float, variance: float, tau: float, null: float 
     spread = variance + tau * tau
     gap = estimate - null
     return 0.5 * math.log(variance / spread) + tau * tau * gap * gap / (2.0 * variance * spread)
+
+
+Mixture = tuple[tuple[float, float], ...]
+"""Components (τ, weight) of a mixture of normal mixtures; the weights sum to 1."""
+
+
+def log_ratios(gap: npt.ArrayLike, variance: npt.ArrayLike, mixture: Mixture) -> FloatArray:
+    """log Λ for an estimate ``gap`` away from the hypothesised value, Λ = Σ_j w_j Λ_j with Λ_j the normal
+    mixture likelihood ratio of τ_j (:func:`log_mixture_ratio`); NaN where the variance is not > 0.
+
+    A convex combination of nonnegative martingales is one, so Ville's inequality holds for Λ as for each
+    Λ_j: {θ₀ : Λ(θ₀) < 1/α} is again a (1 − α) confidence sequence (Howard et al. 2021, §3.5, mixtures
+    over the mixing distribution)."""
+    g, v = np.asarray(gap, dtype=np.float64), np.asarray(variance, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        usable = np.isfinite(v) & (v > 0)
+        v = np.where(usable, v, np.nan)
+        terms = [math.log(w) + 0.5 * np.log(v / (v + t * t)) + t * t * g * g / (2.0 * v * (v + t * t))
+                 for t, w in mixture if w > 0]
+        out: FloatArray = np.logaddexp.reduce(np.stack(terms), axis=0) if len(terms) > 1 else terms[0]
+    return out
+
+
+def half_widths(variance: npt.ArrayLike, mixture: Mixture | float, alpha: float) -> FloatArray:
+    """The half-width h of the (1 − α) confidence sequence around θ̂ for each variance: Λ(θ̂ ± h) = 1/α
+    (:func:`log_ratios`); a single τ (a number) gives the closed form of :func:`half_width`. NaN where
+    a variance is not > 0 (or not finite). With several components, h is found by bisection on h² between
+    the components' own boundaries at α (below) and at α · w_j (above), to 1e-12 relative."""
+    components: Mixture = ((float(mixture), 1.0),) if isinstance(mixture, (int, float)) else tuple(
+        (t, w) for t, w in mixture if w > 0)
+    v = np.asarray(variance, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        usable = np.isfinite(v) & (v > 0)
+        v = np.where(usable, v, np.nan)
+
+        def boundary(tau: float, level: float) -> FloatArray:
+            spread = v + tau * tau
+            out: FloatArray = v * spread / (tau * tau) * (2.0 * math.log(1.0 / level) + np.log(spread / v))
+            return out  # h² of one component at ``level``
+
+        if len(components) == 1:
+            return np.asarray(np.sqrt(boundary(components[0][0], alpha)), dtype=np.float64)
+        low = np.minimum.reduce([boundary(t, alpha) for t, _ in components])
+        high = np.minimum.reduce([boundary(t, alpha * w) for t, w in components])
+        target = math.log(1.0 / alpha)
+        for _ in range(100):
+            middle = 0.5 * (low + high)
+            above = log_ratios(np.sqrt(middle), v, components) >= target
+            low, high = np.where(above, low, middle), np.where(above, middle, high)
+            if not np.any(high - low > 1e-12 * high):
+                break
+        return np.asarray(np.sqrt(high), dtype=np.float64)

@@ -4,13 +4,14 @@ A :class:`Stats` is a mapping field → number whose merge is field-wise additio
 onto a Redis hash updated with ``HINCRBYFLOAT`` and onto in-process dicts. A scored session contributes
 
     sessions = 1, dcg, dcg_sq, ndcg, ndcg_sq, rr, coverage, concordant, discordant, grade_tied, score_tied,
-    pnr_pos_sq, pnr_neg_sq, pnr_pos_neg
+    pnr_pos_sq, pnr_neg_sq, pnr_pos_neg, pnr_con_sq, pnr_con_neg
 
-(the last three are second moments of the session's positive pairs P = concordant + grade_tied, the seed's
-convention, and negative pairs N = discordant: Σ P², Σ N², Σ P·N, so that a test on the ratio ΣP / ΣN can
-use the delta method), and join_lag: the event time from the impression to its first scoring (the
-partition's watermark then), which depends on how topics interleave and so is the one field that is not
-a function of the impressions and final labels alone.
+(second moments of the session's positive pairs P = concordant + grade_tied, the seed's convention, of its
+negative pairs N = discordant and of its concordant pairs C: Σ P², Σ N², Σ P·N, Σ C², Σ C·N, so that a test
+on the ratio ΣP / ΣN, or on ΣC / ΣN, the canary verdict's PNR, can use the delta method), and join_lag:
+the event time from the impression to its first scoring (the partition's watermark then), which depends
+on how topics interleave and so is the one field that is not a function of the impressions and final
+labels alone.
 
 and an expired one ``expired = 1, expired_coverage``. Derived values (:func:`summarise`): mean DCG@k with a
 95% normal-approximation interval, mean NDCG@k, PNR from summed pair counts (both tie conventions), mean
@@ -32,7 +33,7 @@ Stats = dict[str, float]
 
 SCORED_FIELDS = ("sessions", "dcg", "dcg_sq", "ndcg", "ndcg_sq", "rr", "coverage",
                  "concordant", "discordant", "grade_tied", "score_tied",
-                 "pnr_pos_sq", "pnr_neg_sq", "pnr_pos_neg", "join_lag")
+                 "pnr_pos_sq", "pnr_neg_sq", "pnr_pos_neg", "pnr_con_sq", "pnr_con_neg", "join_lag")
 EXPIRED_FIELDS = ("expired", "expired_coverage")
 FIELDS = SCORED_FIELDS + EXPIRED_FIELDS
 
@@ -52,6 +53,7 @@ def session_stats(judged: JudgedList, k: int) -> Stats:
         "discordant": float(pairs.discordant), "grade_tied": float(pairs.grade_tied),
         "score_tied": float(pairs.score_tied), "pnr_pos_sq": positive * positive,
         "pnr_neg_sq": negative * negative, "pnr_pos_neg": positive * negative,
+        "pnr_con_sq": float(pairs.concordant) ** 2, "pnr_con_neg": float(pairs.concordant) * negative,
     }
 
 

@@ -1,0 +1,65 @@
+"""One verdict per compared pair over all its metrics: what a release manager reads first.
+
+Per (bucket, kind, baseline, candidate): **regression** if any metric's verdict is a regression, **pass**
+only if every metric passes, **inconclusive** otherwise. A regression on either metric is reason enough
+to stop a release (they catch different failures: DCG what the user saw at the top, PNR the order of
+everything graded), and a pass needs both. ``trusted`` is False when a metric's verdict is (a
+sample-ratio mismatch); ``reason`` names the metrics that decided.
+
+>>> from monitor.core.canary.verdict import Verdict
+>>> from monitor.core.canary.pairing import Comparison
+>>> v = lambda name: Verdict(name, None, None, None, None, 500, 500, "")
+>>> [o.verdict for o in overall([Comparison("tail", "dcg", "canary", "a", "b", v("regression")),
+...                              Comparison("tail", "pnr", "canary", "a", "b", v("pass"))])]
+['regression']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from monitor.core.canary.pairing import Comparison
+from monitor.core.canary.verdict import VerdictName
+
+TITLES = {"dcg": "DCG", "pnr": "PNR"}
+
+
+@dataclass(frozen=True)
+class Overall:
+    """The verdict of one pair over its metrics (module docstring)."""
+
+    bucket: str
+    kind: str
+    baseline: str
+    candidate: str
+    verdict: VerdictName
+    reason: str
+    trusted: bool
+    n_baseline: int
+    n_candidate: int
+
+
+def overall(comparisons: Sequence[Comparison]) -> list[Overall]:
+    """The overall verdict of every pair in ``comparisons``, in their order (module docstring)."""
+    pairs: dict[tuple[str, str, str, str], list[Comparison]] = {}
+    for c in comparisons:
+        pairs.setdefault((c.bucket, c.kind, c.baseline, c.candidate), []).append(c)
+    out = []
+    for (bucket, kind, baseline, candidate), found in pairs.items():
+        names = {c.metric: c.verdict.verdict for c in found}
+        regressed = [TITLES.get(m, m) for m, name in names.items() if name == "regression"]
+        waiting = [TITLES.get(m, m) for m, name in names.items() if name == "inconclusive"]
+        verdict: VerdictName
+        if regressed:
+            verdict, reason = "regression", f"{' and '.join(regressed)} regressed"
+        elif waiting:
+            verdict, reason = "inconclusive", f"{' and '.join(waiting)} not decided yet"
+        else:
+            verdict, reason = "pass", f"{' and '.join(TITLES.get(m, m) for m in names)} passed"
+        trusted = all(c.verdict.trusted for c in found)
+        if not trusted:
+            reason += "; not trusted: sample ratio mismatch"
+        sessions = (max(c.verdict.n_baseline for c in found), max(c.verdict.n_candidate for c in found))
+        out.append(Overall(bucket, kind, baseline, candidate, verdict, reason, trusted, *sessions))
+    return out
