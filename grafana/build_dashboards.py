@@ -43,6 +43,20 @@ VERDICT_MAPPINGS = [{"type": "value", "options": {
 }}]
 VERDICT_STEPS = [{"color": "red", "value": None}, {"color": "yellow", "value": 0},
                  {"color": "green", "value": 1}]
+#: A pair's check (1 flagged, 0 checked and fine); the panels show -1 where it did not run (no series
+#: while the pair has an overall verdict): the series itself is absent there, never 0.
+NOT_CHECKED = -1
+
+
+def check_mappings(flagged: str, fine: str, skipped: str) -> list[Json]:
+    return [{"type": "value", "options": {
+        "1": {"text": flagged, "color": "red", "index": 0},
+        "0": {"text": fine, "color": "green", "index": 1},
+        str(NOT_CHECKED): {"text": skipped, "color": "text", "index": 2},
+    }}]
+
+
+CHECK_STEPS = [{"color": "text", "value": None}, {"color": "green", "value": 0}, {"color": "red", "value": 1}]
 WHY_DCG = """\
 **Why DCG@k leads and NDCG@k stands beside it.** NDCG divides DCG by the best DCG the query's *labelled*
 documents could give. If recall returns only poor documents, their ideal order is still poor, so NDCG can be
@@ -63,6 +77,13 @@ scored sessions has no value: no data is not zero."""
 def top(metric: str, by: str, match: str) -> str:
     """``max by (by) (metric{match})``: one value per label set, however many workers export it."""
     return f"max by ({by}) ({metric}{{{match}}})" if match else f"max by ({by}) ({metric})"
+
+
+def checked_per_bucket(flag: str, match: str) -> str:
+    """A check's flag per bucket, or :data:`NOT_CHECKED` where the pair has a verdict but the check did
+    not run (the flag's series is absent there)."""
+    return (f"{top(flag, 'bucket', match)} or "
+            f"(0 * {top('search_relevance_canary_overall_verdict', 'bucket', match)} - {-NOT_CHECKED})")
 
 
 def rate_per_bucket(metric: str, match: str) -> str:
@@ -325,6 +346,34 @@ def canary() -> Json:
                        "{{bucket}} {{metric}}")),
               width=24, height=5, mappings=VERDICT_MAPPINGS, steps=VERDICT_STEPS,
               options={**STAT, "colorMode": "background", "graphMode": "none"}),
+        panel(lay, "stat", "Overall verdict: $ranker against $baseline ($kind)",
+              "One verdict per bucket over both metrics (search_relevance_canary_overall_verdict): "
+              "REGRESSION if DCG@k or PNR regressed, PASS only if both passed, INCONCLUSIVE otherwise. "
+              "A pass is withheld (inconclusive) while the sample-ratio check flags a mismatch.",
+              targets((top("search_relevance_canary_overall_verdict", "bucket", f'bucket=~"$bucket", {pair}'),
+                       "{{bucket}}")),
+              width=8, height=5, mappings=VERDICT_MAPPINGS, steps=VERDICT_STEPS,
+              options={**STAT, "colorMode": "background", "graphMode": "none"}),
+        panel(lay, "stat", "Sample ratio check",
+              "Does the canary get the share of the impressions it declared "
+              "(search_relevance_canary_sample_ratio_mismatch)? MISMATCH: no, and the pair's verdicts cannot "
+              "be trusted (runbook SearchRelevanceSampleRatioMismatch; the size is "
+              "search_relevance_canary_sample_ratio). NOT CHECKED: no share declared (canary_start `share`, "
+              "canary_share events) or a deploy.",
+              targets((checked_per_bucket("search_relevance_canary_sample_ratio_mismatch",
+                                          f'bucket=~"$bucket", {pair}'), "{{bucket}}")),
+              width=8, height=5, mappings=check_mappings("MISMATCH", "OK", "NOT CHECKED"), steps=CHECK_STEPS,
+              options={**STAT, "colorMode": "background", "graphMode": "none"}),
+        panel(lay, "stat", "Query mix check",
+              "Did both arms see queries of the same difficulty "
+              "(search_relevance_canary_covariate_imbalance)? IMBALANCED: no, and the DCG verdict "
+              "compares per-session means without the adjustment for query difficulty (runbook "
+              "SearchRelevanceCovariateImbalance). NOT CHECKED: the DCG verdict is not adjusted (no query "
+              "with history before the period, or the adjustment is off).",
+              targets((checked_per_bucket("search_relevance_canary_covariate_imbalance",
+                                          f'bucket=~"$bucket", {pair}'), "{{bucket}}")),
+              width=8, height=5, mappings=check_mappings("IMBALANCED", "BALANCED", "NOT CHECKED"),
+              steps=CHECK_STEPS, options={**STAT, "colorMode": "background", "graphMode": "none"}),
         row(lay, "Bucket: $bucket", repeat="bucket"),
     ]
     for metric, name in (("dcg", "DCG@k"), ("pnr", "PNR")):
@@ -378,7 +427,8 @@ def canary() -> Json:
     ]
     return dashboard("srm-canary", "Search relevance: canary comparison",
                      "A candidate ranker against its baseline per bucket and metric: estimate with its "
-                     "interval, verdict, evidence over time.",
+                     "interval, verdict, evidence over time; the overall verdict per bucket and the "
+                     "sample-ratio and query-mix checks.",
                      variables, deploys("$ranker|$baseline"), panels)
 
 

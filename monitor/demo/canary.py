@@ -1,9 +1,11 @@
 """Canary verdicts and alerts as the demo shows, records and sends them.
 
 :class:`VerdictRow` is one comparison (bucket, metric, canary vs baseline: verdict, relative effect and
-its always-valid confidence sequence); :class:`AlertNote` one notification (firing or resolved) with its
-event time and wall offset. A :class:`Judge` turns the pipeline's history (statistics per epoch) and
-the deploys seen into both; :class:`CanaryJudge` is the one the demo and replays use, an adapter to
+its always-valid confidence sequence, whether it can be trusted and the checks that ran);
+:class:`OverallRow` one pair's verdict over its metrics (:func:`overall_rows`, from the rows);
+:class:`AlertNote` one notification (firing or resolved) with its event time and wall offset. A
+:class:`Judge` turns the pipeline's history (statistics per epoch) and the deploys seen into rows and
+notes; :class:`CanaryJudge` is the one the demo and replays use, an adapter to
 :mod:`monitor.core.canary`.
 """
 
@@ -14,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from monitor.alerting import AlertmanagerClient
-from monitor.core.canary import CanaryConfig, Comparison, comparisons, detect_deploys
-from monitor.core.canary.alerts import AlertBook, AlertConfig, Notification
+from monitor.core.canary import CanaryConfig, Check, Comparison, Verdict, comparisons, detect_deploys, overall
+from monitor.core.canary.alerts import AlertBook, AlertConfig, Notification, check_note
+from monitor.core.canary.verdict import VERDICTS, VerdictName
 from monitor.core.events import Deploy
 from monitor.core.stream.history import History
 from monitor.demo.recording import iso
@@ -36,12 +39,78 @@ class VerdictRow:
     n_candidate: int
     reason: str
     adjusted: float | None = None  # share of sessions adjusted for query difficulty (None: unadjusted)
+    trusted: bool = True  # False: a check failed that the verdict cannot correct (sample-ratio mismatch)
+    checks: tuple[Check, ...] = ()  # the checks that ran (sample ratio, covariate balance)
+
+    @classmethod
+    def of(cls, c: Comparison) -> VerdictRow:
+        v = c.verdict
+        return cls(c.bucket, c.metric, c.kind, c.baseline, c.candidate, v.verdict, v.estimate, v.lower,
+                   v.upper, v.n_baseline, v.n_candidate, v.reason, v.adjusted, v.trusted, v.checks)
 
     def to_json(self) -> dict[str, Any]:
         return {"bucket": self.bucket, "metric": self.metric, "kind": self.kind, "baseline": self.baseline,
                 "candidate": self.candidate, "verdict": self.verdict, "estimate": self.estimate,
                 "lower": self.lower, "upper": self.upper, "n_baseline": self.n_baseline,
-                "n_candidate": self.n_candidate, "reason": self.reason, "adjusted": self.adjusted}
+                "n_candidate": self.n_candidate, "reason": self.reason, "adjusted": self.adjusted,
+                "trusted": self.trusted, "checks": [check_json(check) for check in self.checks]}
+
+
+def check_json(check: Check) -> dict[str, Any]:
+    return {"name": check.name, "flagged": check.flagged, "note": check_note(check),
+            "estimate": check.estimate, "lower": check.lower, "upper": check.upper,
+            "evidence": check.evidence, "expected": check.expected, "detail": check.detail}
+
+
+@dataclass(frozen=True)
+class OverallRow:
+    """One pair's verdict over its metrics (regression if any regressed, pass only if all passed:
+    :func:`monitor.core.canary.overall`), with the pair's checks, each once."""
+
+    bucket: str
+    kind: str
+    baseline: str
+    candidate: str
+    verdict: str
+    reason: str
+    trusted: bool
+    n_baseline: int
+    n_candidate: int
+    checks: tuple[Check, ...] = ()
+
+    @property
+    def flagged(self) -> list[Check]:
+        return [check for check in self.checks if check.flagged]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bucket": self.bucket, "kind": self.kind, "baseline": self.baseline,
+                "candidate": self.candidate, "verdict": self.verdict, "reason": self.reason,
+                "trusted": self.trusted, "n_baseline": self.n_baseline, "n_candidate": self.n_candidate,
+                "checks": [check_json(check) for check in self.checks]}
+
+
+def _name(verdict: str) -> VerdictName:
+    for name in VERDICTS:
+        if name == verdict:
+            return name
+    raise ValueError(f"verdict: expected one of {', '.join(VERDICTS)}, got {verdict!r}")
+
+
+def overall_rows(rows: Sequence[VerdictRow]) -> list[OverallRow]:
+    """Each pair's overall verdict, in the rows' order."""
+    found = [Comparison(r.bucket, r.metric, r.kind, r.baseline, r.candidate,
+                        Verdict(_name(r.verdict), r.estimate, r.lower, r.upper, None, r.n_baseline,
+                                r.n_candidate, r.reason, checks=r.checks, trusted=r.trusted)) for r in rows]
+    checks: dict[tuple[str, str, str, str], dict[str, Check]] = {}
+    for r in rows:
+        for check in r.checks:
+            checks.setdefault((r.bucket, r.kind, r.baseline, r.candidate), {}).setdefault(check.name, check)
+    out = []
+    for o in overall(found):
+        held = checks.get((o.bucket, o.kind, o.baseline, o.candidate), {})
+        out.append(OverallRow(o.bucket, o.kind, o.baseline, o.candidate, o.verdict, o.reason, o.trusted,
+                              o.n_baseline, o.n_candidate, tuple(held.values())))
+    return out
 
 
 @dataclass(frozen=True)
@@ -108,9 +177,7 @@ class CanaryJudge:
                wall: float) -> tuple[list[VerdictRow], list[AlertNote]]:
         found = comparisons(history, deploys, self.config)
         self.latest = (found, sorted([*deploys, *detect_deploys(history, deploys)], key=lambda d: d.ts))
-        rows = [VerdictRow(c.bucket, c.metric, c.kind, c.baseline, c.candidate, c.verdict.verdict,
-                           c.verdict.estimate, c.verdict.lower, c.verdict.upper, c.verdict.n_baseline,
-                           c.verdict.n_candidate, c.verdict.reason, c.verdict.adjusted) for c in found]
+        rows = [VerdictRow.of(c) for c in found]
         notes = [AlertNote(n.status, n.labels, n.annotations, ts, wall, update=n.status == "firing"
                            and n.starts_at < ts, payload=n) for n in self.book.update(ts, found)]
         return rows, notes

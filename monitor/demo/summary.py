@@ -2,8 +2,8 @@
 
 Per group (bucket, ranker, variant) it gives the cumulative numbers since the start (every session scored
 or expired, after corrections): mean DCG@k with its 95% interval, PNR (seed convention), label coverage;
-then the canary verdicts, the alerts that fired or resolved (event time and wall offset), the session
-counters and the dead letters by reason code.
+then the canary verdicts, each pair's overall verdict with its checks, the alerts that fired or resolved
+(event time and wall offset), the session counters and the dead letters by reason code.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 
 from monitor.core.stream.session import split_group
 from monitor.core.stream.stats import summarise
+from monitor.demo.canary import overall_rows
 from monitor.demo.engine import Engine
 from monitor.demo.intervals import pnr_interval
 from monitor.demo.recording import finite, iso
@@ -68,6 +69,7 @@ def build_summary(engine: Engine, command: str, wall: float, interrupted: bool =
         "dead_letters": dict(sorted(dead.items(), key=lambda item: (-item[1], item[0]))),
         "groups": group_rows(engine),
         "verdicts": [row.to_json() for row in engine.verdicts],
+        "overall": [row.to_json() for row in overall_rows(engine.verdicts)],
         "alerts": list(engine.recording.alerts),
         "firing": sorted(note.name + "{" + ",".join(note.key) + "}" for note in engine.firing.values()),
         **extra,
@@ -87,6 +89,23 @@ def _adjusted(share: float | None) -> str:
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100.0 * value:+.1f}%"
+
+
+def overall_lines(pairs: list[dict[str, Any]]) -> list[str]:
+    """Each pair's overall verdict (regression if a metric regressed, pass only if both passed), its
+    checks (``SRM −9.6%``, ``imbalance −4.8%`` when flagged; ``ratio ok``, ``balance ok``; ``-``: none
+    ran), then the details of the flagged ones."""
+    lines = [f"{'overall per pair':<25} {'verdict':<13} {'checks':<27} why"]
+    for o in pairs:
+        verdict = o["verdict"] + ("" if o["trusted"] else "*")
+        checks = ", ".join(c["note"] for c in o["checks"]) or "-"
+        lines.append(f"{o['bucket']:<6} {o['kind']:<6} {o['candidate'][:11]:<11} {verdict:<13} {checks:<27} "
+                     f"{o['reason']}")
+    lines += [f"  {o['bucket']} {o['candidate']}: {c['name'].replace('_', ' ')}: {c['detail']}"
+              for o in pairs for c in o["checks"] if c["flagged"]]
+    if not all(o["trusted"] for o in pairs):
+        lines.append("  * not trusted: the canary's share of impressions is not the declared one")
+    return lines
 
 
 def render_summary(summary: dict[str, Any]) -> str:
@@ -125,20 +144,24 @@ def render_summary(summary: dict[str, Any]) -> str:
     lines.append("")
     if summary["verdicts"]:
         lines.append(f"{'canary verdicts':<25} {'verdict':<13} {'effect':>7}  {'95% conf. sequence':<19} "
-                     "sessions control/canary".ljust(88) + "adjusted for query difficulty")
+                     "sessions control/canary".ljust(94) + "adjusted for query difficulty")
         for v in summary["verdicts"]:
             interval = f"[{_pct(v['lower'])}, {_pct(v['upper'])}]"
             lines.append(f"{v['bucket']:<6} {v['metric']:<4} {v['candidate'][:13]:<13} {v['verdict']:<13} "
                          f"{_pct(v['estimate']):>7}  {interval:<19} "
-                         f"{v['n_baseline']:,}/{v['n_candidate']:,}".ljust(88) + _adjusted(v.get("adjusted")))
+                         f"{v['n_baseline']:,}/{v['n_candidate']:,}".ljust(94) + _adjusted(v.get("adjusted")))
+        lines.append("")
+        lines += overall_lines(summary.get("overall", []))
     else:
         lines.append("canary verdicts: none (no canary deploy seen)")
     lines.append("")
     if summary["alerts"]:
         lines.append("alerts:")
         for a in summary["alerts"]:
-            lines.append(f"  {a['status'].upper():<8} {a['alertname']} bucket={a['bucket']} "
-                         f"metric={a['metric']} at {a['time']} (event time), +{a['wall']:.1f} s (wall)")
+            labels = a.get("labels") or {"bucket": a["bucket"], "metric": a["metric"]}
+            where = " ".join(f"{k}={labels[k]}" for k in ("bucket", "metric", "kind") if labels.get(k))
+            lines.append(f"  {a['status'].upper():<8} {a['alertname']} {where} at {a['time']} (event time), "
+                         f"+{a['wall']:.1f} s (wall)")
     else:
         lines.append("alerts: none fired")
     for key in ("metrics_url", "record", "events_file"):

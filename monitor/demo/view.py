@@ -11,9 +11,10 @@ import math
 from dataclasses import dataclass
 from typing import TextIO
 
+from monitor.core.canary.alerts import check_note
 from monitor.core.stream.session import split_group
 from monitor.core.stream.stats import summarise
-from monitor.demo.canary import AlertNote
+from monitor.demo.canary import AlertNote, VerdictRow, overall_rows
 from monitor.demo.engine import Engine
 from monitor.demo.intervals import pnr_interval
 from monitor.demo.recording import iso
@@ -75,28 +76,43 @@ def render(engine: Engine, header: Header, window: str = VIEW_WINDOW) -> list[st
         lines.append("  (no session scored in the window yet)")
     if engine.verdicts:
         lines.append("canary vs control (since the canary started): relative change "
-                     "[95% confidence sequence] verdict")
-        cells: dict[str, list[str]] = {}
-        for v in engine.verdicts:
-            cells.setdefault(v.bucket, []).append(
-                f"{v.metric} {_pct(v.estimate):>6} [{_pct(v.lower)}, {_pct(v.upper)}] {v.verdict.upper()}")
-        for bucket in sorted(cells, key=lambda b: group_order(f"{b}||")):
-            lines.append(f"  {bucket:<6} " + "   ".join(cells[bucket]))
+                     "[95% confidence sequence] verdict; the pair's overall verdict")
+        lines += verdict_lines(engine.verdicts)
     else:
         lines.append("canary: no canary deploy seen yet")
     firing = sorted(engine.firing.values(), key=lambda n: n.key)
     lines.append("alerts: " + (", ".join(f"{n.name} {n.labels.get('bucket', '')} {n.labels.get('metric', '')}"
-                                         for n in firing) if firing else "none firing"))
+                                         .rstrip() for n in firing) if firing else "none firing"))
     dead = sum(v for (g, name), v in snap.counters.items() if not g and name.startswith("dead_letter:"))
     lines.append(f"events {engine.events:,}   dead letters {dead:,.0f}")
     return lines
 
 
+def verdict_lines(verdicts: list[VerdictRow]) -> list[str]:
+    """One line per compared pair (per bucket in the demo): each metric's change, interval and verdict
+    (``*``: not trusted), the overall verdict, and the checks that flagged something."""
+    pairs = overall_rows(verdicts)
+    several = len(pairs) > len({o.bucket for o in pairs})  # name the pair when a bucket has more than one
+    out = []
+    for o in sorted(pairs, key=lambda o: group_order(f"{o.bucket}||")):
+        pair = (o.bucket, o.kind, o.baseline, o.candidate)
+        cells = [f"{v.metric} {_pct(v.estimate):>6} [{_pct(v.lower)}, {_pct(v.upper)}] "
+                 f"{v.verdict.upper()}{'' if v.trusted else '*'}" for v in verdicts
+                 if (v.bucket, v.kind, v.baseline, v.candidate) == pair]
+        cells.append(f"overall {o.verdict.upper()}{'' if o.trusted else '*'}")
+        name = f"{o.bucket:<6}" + (f" {o.kind} {o.candidate}" if several else "")
+        flagged = ", ".join(check_note(check) for check in o.flagged)
+        out.append(f"  {name} " + "   ".join(cells) + (f"   [{flagged}]" if flagged else ""))
+    if not all(v.trusted for v in verdicts):
+        out.append("  * not trusted: the canary's share of impressions is not the declared one (SRM)")
+    return out
+
+
 def alert_line(note: AlertNote) -> str:
     summary = note.annotations.get("summary", "")
-    return (f"ALERT {note.status.upper()} {note.name} bucket={note.labels.get('bucket', '')} "
-            f"metric={note.labels.get('metric', '')} at {iso(note.ts)} (event time), +{note.wall:.1f} s wall"
-            + (f": {summary}" if summary else ""))
+    where = " ".join(f"{k}={note.labels[k]}" for k in ("bucket", "metric", "kind") if k in note.labels)
+    return (f"ALERT {note.status.upper()} {note.name} {where} at {iso(note.ts)} (event time), "
+            f"+{note.wall:.1f} s wall" + (f": {summary}" if summary else ""))
 
 
 class Screen:

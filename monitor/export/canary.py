@@ -11,13 +11,22 @@ events seen. Series (``docs/canary.md``):
   ``search_relevance_canary_verdict_changed_timestamp_seconds`` {…}: how often the verdict changed
   over the comparison's looks (one per epoch, starting from inconclusive), and the event time of the
   last change (left out while it never changed);
+* per pair, {bucket, kind, baseline, candidate}: ``search_relevance_canary_overall_verdict`` (the verdict
+  over both metrics, :func:`monitor.core.canary.overall`: 1, 0, −1 as above);
+  ``search_relevance_canary_sample_ratio_mismatch`` (1 a mismatch with the declared share was declared,
+  so the pair's verdicts are not trusted; 0 checked and fine) with ``search_relevance_canary_sample_ratio``
+  (the canary's observed share of impressions over the declared one, − 1); and
+  ``search_relevance_canary_covariate_imbalance`` (1 the arms' query mixes differ: the DCG verdict is not
+  adjusted for query difficulty; 0 checked and fine). A check that did not run (no declared share; a
+  comparison not adjusted) leaves its series out;
 * ``search_relevance_deploy_timestamp_seconds`` {ranker, kind}: the latest event time per ranker and kind,
   deploys detected in the impressions included as ``kind="deploy"`` (Grafana annotations).
 
 Ranker names are capped like the relevance series (:mod:`.labels`): the busiest ``max_rankers`` (by
 sessions compared, then name) keep their names, the rest become ``other``. Verdicts cannot be merged, so
 when several comparisons land on one label set the worst is shown (regression before inconclusive before
-pass, then the most candidate sessions). An undefined value (None) leaves its series out; it is never 0.
+pass, then the most candidate sessions; for a check: flagged first, then the most candidate sessions).
+An undefined value (None) leaves its series out; it is never 0.
 """
 
 from __future__ import annotations
@@ -27,11 +36,12 @@ from collections.abc import Callable, Iterator, Sequence
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from monitor.core.canary import Comparison
+from monitor.core.canary import Check, Comparison, Overall, overall
 from monitor.core.events import Deploy
 from monitor.export.labels import cap_values
 
 COMPARISON_LABELS = ["bucket", "metric", "kind", "baseline", "candidate"]
+PAIR_LABELS = ["bucket", "kind", "baseline", "candidate"]
 VERDICT_CODES = {"pass": 1.0, "inconclusive": 0.0, "regression": -1.0}
 GAUGES = {
     "estimate": "Relative change of the candidate's metric vs the baseline's (-0.1 = 10% lower)",
@@ -39,6 +49,17 @@ GAUGES = {
     "upper": "Upper end of the always-valid confidence sequence of the relative change",
     "evidence": "Log mixture likelihood ratio against no change (>= log(1/alpha): change detected)",
     "verdict": "Canary verdict: 1 pass, 0 inconclusive, -1 regression",
+}
+
+PAIR_GAUGES = {
+    "overall_verdict": "Verdict of the pair over every metric (regression if any regressed, pass if all "
+                       "passed): 1 pass, 0 inconclusive, -1 regression",
+    "sample_ratio_mismatch": "1: the canary's share of impressions does not match the declared share (the "
+                             "pair's verdicts are not trusted); 0: checked and fine; absent: no share "
+                             "declared",
+    "sample_ratio": "The canary's observed share of the pair's impressions over the declared share, minus 1",
+    "covariate_imbalance": "1: the arms' query mixes differ (the DCG verdict is not adjusted for query "
+                           "difficulty); 0: checked and fine; absent: not adjusted",
 }
 
 Source = Callable[[], tuple[Sequence[Comparison], Sequence[Deploy]]]
@@ -64,6 +85,7 @@ class CanaryCollector(Collector):
         for c in sorted(found, key=lambda c: (VERDICT_CODES[c.verdict.verdict], -c.verdict.n_candidate)):
             shown.setdefault((c.bucket, c.metric, c.kind, names[c.baseline], names[c.candidate]), c)
         families = self._families()
+        self._pairs(found, names, families)
         for labels, c in sorted(shown.items()):
             v = c.verdict
             values = {"estimate": v.estimate, "lower": v.lower, "upper": v.upper, "evidence": v.evidence,
@@ -92,6 +114,33 @@ class CanaryCollector(Collector):
         without reading the source: what a registry checks for name clashes when this is registered."""
         yield from self._families().values()
 
+    @staticmethod
+    def _pairs(found: Sequence[Comparison], names: dict[str, str], families: dict[str, GaugeMetricFamily]
+               ) -> None:
+        """The per-pair series: the overall verdict and the checks (module docstring)."""
+        def pair(x: Comparison | Overall) -> tuple[str, ...]:
+            return x.bucket, x.kind, names[x.baseline], names[x.candidate]
+
+        verdicts: dict[tuple[str, ...], Overall] = {}
+        for o in sorted(overall(found), key=lambda o: (VERDICT_CODES[o.verdict], -o.n_candidate)):
+            verdicts.setdefault(pair(o), o)
+        for labels, o in sorted(verdicts.items()):
+            families["overall_verdict"].add_metric(list(labels), VERDICT_CODES[o.verdict])
+        checks: dict[tuple[str, tuple[str, ...]], tuple[Check, int]] = {}
+        for c in found:
+            for check in c.verdict.checks:
+                key = (check.name, pair(c))
+                held = checks.get(key)
+                if held is None or (check.flagged, c.verdict.n_candidate) > (held[0].flagged, held[1]):
+                    checks[key] = (check, c.verdict.n_candidate)
+        for (name, labels), (check, _) in sorted(checks.items()):
+            if name == "sample_ratio":
+                families["sample_ratio_mismatch"].add_metric(list(labels), float(check.flagged))
+                if check.estimate is not None:
+                    families["sample_ratio"].add_metric(list(labels), check.estimate)
+            elif name == "covariate_balance":
+                families["covariate_imbalance"].add_metric(list(labels), float(check.flagged))
+
     def _families(self) -> dict[str, GaugeMetricFamily]:
         """The empty families, keyed by name without the prefix (and ``canary_``), in the order they are
         exported."""
@@ -109,6 +158,8 @@ class CanaryCollector(Collector):
             f"{self.prefix}_canary_adjusted_share",
             "Share of the compared sessions adjusted for query difficulty (their query had scored sessions "
             "before the comparison); absent: unadjusted", labels=COMPARISON_LABELS)
+        for name, doc in PAIR_GAUGES.items():
+            out[name] = GaugeMetricFamily(f"{self.prefix}_canary_{name}", doc, labels=PAIR_LABELS)
         out["deploy_timestamp_seconds"] = GaugeMetricFamily(
             f"{self.prefix}_deploy_timestamp_seconds",
             "Time of the latest deploy event per ranker and kind (Unix seconds)", labels=["ranker", "kind"])

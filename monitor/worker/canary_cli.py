@@ -5,6 +5,14 @@ workers export (one Redis read), so it shows what they export; when there is no 
 running, or none with these settings) or with ``--direct``, it computes the verdicts from the partitions
 as the exporter would, and says so on stderr. Exit status: 0 when no comparison shown is a regression, 1
 when one is, 2 on a bad setting or when no comparison matches (so a release script can gate on it).
+
+The table gives each pair's metrics, then its ``overall`` verdict (regression if any metric regressed,
+pass only if every one passed); ``checks`` says which checks ran and what they found (``SRM −9.6%``: the
+canary's share of impressions is 9.6% below the declared one; ``imbalance −4.8%``: the arms' queries
+differ, the DCG verdict is not adjusted; ``ratio ok``, ``balance ok``), and a verdict that cannot be
+trusted (a sample-ratio mismatch) reads ``(untrusted)``. The details of a flagged check follow the table.
+``--json`` gives one object per comparison with its reason, ``trusted``, ``checks`` (each with its
+numbers and ``detail``) and its pair's ``overall`` verdict.
 """
 
 from __future__ import annotations
@@ -18,7 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from monitor.core.canary import Comparison
+from monitor.core.canary import Check, Comparison, Overall, overall
+from monitor.core.canary.alerts import check_note
 from monitor.worker.settings import SettingsError, load_settings, refused
 
 
@@ -40,25 +49,89 @@ def _pct(x: float | None) -> str:
     return "—" if x is None else f"{x * 100:+.1f}%"
 
 
-def row(c: Comparison) -> dict[str, Any]:
+def check_json(check: Check) -> dict[str, Any]:
+    return {"name": check.name, "flagged": check.flagged, "note": check_note(check),
+            "estimate": check.estimate, "lower": check.lower, "upper": check.upper,
+            "evidence": check.evidence, "expected": check.expected, "detail": check.detail}
+
+
+def overall_json(o: Overall) -> dict[str, Any]:
+    return {"verdict": o.verdict, "reason": o.reason, "trusted": o.trusted, "n_baseline": o.n_baseline,
+            "n_candidate": o.n_candidate}
+
+
+PairKey = tuple[str, str, str, str]
+
+
+def pair_of(c: Comparison | Overall) -> PairKey:
+    return c.bucket, c.kind, c.baseline, c.candidate
+
+
+def row(c: Comparison, whole: Overall | None = None) -> dict[str, Any]:
+    """One comparison as JSON, with its pair's overall verdict (``whole``) when given."""
     v = c.verdict
-    return {"bucket": c.bucket, "metric": c.metric, "kind": c.kind, "candidate": c.candidate,
-            "baseline": c.baseline, "verdict": v.verdict, "estimate": v.estimate, "lower": v.lower,
-            "upper": v.upper, "evidence": v.evidence, "n_baseline": v.n_baseline,
-            "n_candidate": v.n_candidate, "reason": v.reason, "changes": v.changes,
-            "changed_at": v.changed_at, "resets": v.resets, "adjusted": v.adjusted}
+    out: dict[str, Any] = {"bucket": c.bucket, "metric": c.metric, "kind": c.kind, "candidate": c.candidate,
+           "baseline": c.baseline, "verdict": v.verdict, "estimate": v.estimate, "lower": v.lower,
+           "upper": v.upper, "evidence": v.evidence, "n_baseline": v.n_baseline,
+           "n_candidate": v.n_candidate, "reason": v.reason, "changes": v.changes,
+           "changed_at": v.changed_at, "resets": v.resets, "adjusted": v.adjusted, "trusted": v.trusted,
+           "checks": [check_json(check) for check in v.checks]}
+    if whole is not None:
+        out["overall"] = overall_json(whole)
+    return out
 
 
-def table(rows: Sequence[Comparison]) -> str:
+def rows(found: Sequence[Comparison]) -> list[dict[str, Any]]:
+    """``--json``: every comparison with its pair's overall verdict."""
+    wholes = {pair_of(o): o for o in overall(found)}
+    return [row(c, wholes.get(pair_of(c))) for c in found]
+
+
+def pair_checks(found: Sequence[Comparison]) -> dict[PairKey, list[Check]]:
+    """Each pair's checks, once each (a sample-ratio check is on every metric of its pair)."""
+    out: dict[PairKey, dict[str, Check]] = {}
+    for c in found:
+        for check in c.verdict.checks:
+            out.setdefault(pair_of(c), {}).setdefault(check.name, check)
+    return {key: list(checks.values()) for key, checks in out.items()}
+
+
+def _verdict(name: str, trusted: bool) -> str:
+    return name if trusted else f"{name} (untrusted)"
+
+
+def _notes(checks: Sequence[Check]) -> str:
+    return ", ".join(check_note(check) for check in checks) or "—"
+
+
+def table(found: Sequence[Comparison]) -> str:
+    """The comparisons, each pair's ``overall`` row after its metrics, and the flagged checks' details."""
     head = ["bucket", "metric", "kind", "candidate", "baseline", "verdict", "change", "interval", "sessions",
-            "adjusted"]
-    lines = [[c.bucket, c.metric, c.kind, c.candidate, c.baseline, c.verdict.verdict,
-              _pct(c.verdict.estimate), f"{_pct(c.verdict.lower)} … {_pct(c.verdict.upper)}",
-              f"{c.verdict.n_candidate} vs {c.verdict.n_baseline}",
-              "—" if c.verdict.adjusted is None else f"{c.verdict.adjusted:.0%}"] for c in rows]
+            "adjusted", "checks"]
+    checks = pair_checks(found)
+    wholes = {pair_of(o): o for o in overall(found)}
+    lines: list[list[str]] = []
+    for i, c in enumerate(found):
+        v = c.verdict
+        adjusted = "—" if v.adjusted is None else f"{v.adjusted:.0%}"
+        lines.append([c.bucket, c.metric, c.kind, c.candidate, c.baseline, _verdict(v.verdict, v.trusted),
+                      _pct(v.estimate), f"{_pct(v.lower)} … {_pct(v.upper)}",
+                      f"{v.n_candidate} vs {v.n_baseline}", adjusted, _notes(v.checks)])
+        last = i + 1 == len(found) or pair_of(found[i + 1]) != pair_of(c)
+        whole = wholes.get(pair_of(c))
+        if last and whole is not None:
+            lines.append([c.bucket, "overall", c.kind, c.candidate, c.baseline,
+                          _verdict(whole.verdict, whole.trusted), "", "", f"{whole.n_candidate} vs "
+                          f"{whole.n_baseline}", "", _notes(checks.get(pair_of(c), []))])
     widths = [max(len(str(x)) for x in column) for column in zip(head, *lines, strict=True)]
-    return "\n".join("  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)).rstrip()
+    text = "\n".join("  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)).rstrip()
                      for line in [head, *lines]) + "\n"
+    flagged = [(key, check) for key, held in checks.items() for check in held if check.flagged]
+    if flagged:
+        text += "\nflagged checks:\n" + "".join(
+            f"  {bucket} {kind} {candidate} vs {baseline}: {check.name.replace('_', ' ')}: {check.detail}\n"
+            for (bucket, kind, baseline, candidate), check in flagged)
+    return text
 
 
 async def fetch(settings: Any, direct: bool = False) -> list[Comparison]:
@@ -109,7 +182,7 @@ def main(argv: Sequence[str]) -> int:
                          f"(comparisons now: {sorted({(c.candidate, c.baseline) for c in found})})\n")
         return 2
     if args.json:
-        sys.stdout.write(json.dumps([row(c) for c in shown], indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(rows(shown), indent=2, ensure_ascii=False) + "\n")
     else:
         sys.stdout.write(table(shown))
     return 1 if any(c.verdict.verdict == "regression" for c in shown) else 0

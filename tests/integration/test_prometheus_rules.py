@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from monitor.core.canary.alerts import ALERTNAMES
+from monitor.core.canary.alerts import ALERTNAMES, CHECK_ALERTNAMES
 from monitor.services.alertmanager import CONFIG as ALERTMANAGER_CONFIG
 from monitor.services.install import BINARIES_OF, REPO_ROOT, ensure_binaries, require_binary
 from tests.support.http_helpers import eventually, http_json
@@ -27,6 +27,7 @@ TESTS = REPO_ROOT / "deploy" / "prometheus" / "tests"
 RUNBOOKS = REPO_ROOT / "docs" / "runbooks"
 RULE_FILES = sorted(RULES.glob("*.yml"))
 TEST_FILES = sorted(TESTS.glob("*.yml"))
+DIRECT = sorted({*ALERTNAMES.values(), *CHECK_ALERTNAMES.values()})  # the monitor's own alerts
 
 
 @cache
@@ -57,7 +58,7 @@ def recorded() -> list[str]:
 def test_there_are_rules_and_tests() -> None:
     assert [p.name for p in RULE_FILES] == ["canary.yml", "relevance.yml"]
     assert [p.name for p in TEST_FILES] == ["canary_test.yml", "relevance_test.yml"]
-    assert len(alert_blocks()) == 6 and len(recorded()) == 5
+    assert len(alert_blocks()) == 8 and len(recorded()) == 5
 
 
 @pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.name)
@@ -96,7 +97,7 @@ def test_every_alert_has_severity_annotations_and_its_runbook(name: str) -> None
     assert (RUNBOOKS / f"{name}.md").is_file()
 
 
-@pytest.mark.parametrize("name", sorted(ALERTNAMES.values()))
+@pytest.mark.parametrize("name", DIRECT)
 def test_the_monitors_direct_alerts_have_runbooks(name: str) -> None:
     assert (RUNBOOKS / f"{name}.md").is_file()
 
@@ -104,8 +105,8 @@ def test_the_monitors_direct_alerts_have_runbooks(name: str) -> None:
 def test_amtool_accepts_the_inhibitions_and_they_name_real_alerts() -> None:
     done = run(tool("amtool"), "check-config", str(ALERTMANAGER_CONFIG))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "4 inhibit rules" in done.stdout
-    known = set(alert_blocks()) | set(ALERTNAMES.values())
+    assert "6 inhibit rules" in done.stdout
+    known = set(alert_blocks()) | set(DIRECT)
     text = ALERTMANAGER_CONFIG.read_text()
     for pattern in re.findall(r'alertname=~?"([^"]+)"', text):
         assert any(re.fullmatch(pattern, name) for name in known), pattern
@@ -123,9 +124,10 @@ def post(url: str, test_id: str, alertname: str, **labels: str) -> None:
 
 
 def states(url: str, test_id: str) -> dict[tuple[str, str, str], tuple[str, bool]]:
+    """(alertname, bucket, metric or kind) → (state, inhibited)."""
     query = urllib.parse.urlencode({"filter": f'test_id="{test_id}"'})
     found: list[dict[str, Any]] = http_json(f"{url}/api/v2/alerts?{query}")
-    return {(a["labels"]["alertname"], a["labels"]["bucket"], a["labels"].get("metric", "")):
+    return {(a["labels"]["alertname"], a["labels"]["bucket"], a["labels"].get("metric", a["labels"].get("kind", ""))):
             (a["status"]["state"], bool(a["status"]["inhibitedBy"])) for a in found}
 
 
@@ -140,6 +142,13 @@ def test_alertmanager_inhibits_the_threshold_and_the_copies(alertmanager_url: st
     post(alertmanager_url, test_id, "SearchRelevanceDCGDrop", bucket="torso")  # a PNR regression: not the cause
     post(alertmanager_url, test_id, "SearchRelevanceLabelsStalled", bucket="head")
     post(alertmanager_url, test_id, "SearchRelevanceDCGDrop", bucket="head")
+    # the checks: one alert per pair, with kind and no metric
+    post(alertmanager_url, test_id, "SearchRelevanceSampleRatioMismatch", bucket="tail", kind="canary", **pair)
+    post(alertmanager_url, test_id, "SearchRelevanceSampleRatioMismatchExported", bucket="tail", kind="canary",
+         **pair)
+    post(alertmanager_url, test_id, "SearchRelevanceCovariateImbalance", bucket="head", kind="canary", **pair)
+    post(alertmanager_url, test_id, "SearchRelevanceCovariateImbalanceExported", bucket="head", kind="deploy",
+         **pair)
 
     expected = {
         ("SearchRelevanceCanaryRegression", "tail", "dcg"): ("active", False),
@@ -150,6 +159,10 @@ def test_alertmanager_inhibits_the_threshold_and_the_copies(alertmanager_url: st
         ("SearchRelevanceDCGDrop", "torso", ""): ("active", False),
         ("SearchRelevanceLabelsStalled", "head", ""): ("active", False),
         ("SearchRelevanceDCGDrop", "head", ""): ("suppressed", True),
+        ("SearchRelevanceSampleRatioMismatch", "tail", "canary"): ("active", False),
+        ("SearchRelevanceSampleRatioMismatchExported", "tail", "canary"): ("suppressed", True),
+        ("SearchRelevanceCovariateImbalance", "head", "canary"): ("active", False),
+        ("SearchRelevanceCovariateImbalanceExported", "head", "deploy"): ("active", False),  # another kind
     }
 
     def settled() -> bool:

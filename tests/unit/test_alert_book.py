@@ -1,11 +1,24 @@
-"""Alerts from comparisons: labels, annotations, and the AlertBook's firing, updates and resolutions."""
+"""Alerts from comparisons: labels, annotations, and the AlertBook's firing, updates and resolutions; the
+checks' alerts (sample-ratio mismatch, covariate imbalance), one per pair while flagged."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
-from monitor.core.canary import Comparison, Verdict
-from monitor.core.canary.alerts import AlertBook, AlertConfig, Notification, annotations_of, desired_alerts
+from monitor.core.canary import Check, Comparison, Verdict
+from monitor.core.canary.alerts import (
+    ALERTNAMES,
+    CHECK_ALERTNAMES,
+    AlertBook,
+    AlertConfig,
+    Notification,
+    annotations_of,
+    check_note,
+    desired_alerts,
+)
 
 CONFIG = AlertConfig(runbook_base="https://runbooks.test/srm/", resolve_after=600.0)
 
@@ -125,3 +138,127 @@ def test_canary_and_deploy_alerts_of_the_same_pair_are_separate() -> None:
     assert sorted(n.labels["alertname"] for n in notes) == ["SearchRelevanceCanaryRegression",
                                                             "SearchRelevanceDeployRegression"]
     assert len({n.key for n in notes}) == 2
+
+
+# --- the checks' alerts: one per pair while flagged ----------------------------------------------------
+
+SRM = Check("sample_ratio", True, -0.096, None, None, 7.2, 0.5,
+            "the canary has 45.20% of 20,000 impressions against 50.0% declared (−9.6%); log BF 7.2")
+IMBALANCE = Check("covariate_balance", True, -0.048, -0.07, -0.026, 5.1, None,
+                  "the candidate's sessions' queries have a mean covariate −4.8% [−7.0%, −2.6%]")
+
+
+def checked(name: str = "inconclusive", *checks: Check, kind: str = "canary", metric: str = "dcg",
+            bucket: str = "tail") -> Comparison:
+    c = comparison(name, bucket=bucket, kind=kind, metric=metric)
+    return Comparison(c.bucket, c.metric, c.kind, c.baseline, c.candidate,
+                      replace(c.verdict, checks=checks, trusted=SRM not in checks))
+
+
+def pair(*dcg_checks: Check, srm: bool = True, name: str = "inconclusive") -> list[Comparison]:
+    """A pair's two comparisons, the sample-ratio check on both (as pairing puts it)."""
+    return [checked(name, *dcg_checks, *((SRM,) if srm else ())),
+            checked(name, *((SRM,) if srm else ()), metric="pnr")]
+
+
+def test_a_sample_ratio_mismatch_is_one_alert_per_pair_saying_the_verdicts_cannot_be_trusted() -> None:
+    [alert] = desired_alerts(pair(), CONFIG)
+    assert alert.labels == {"alertname": "SearchRelevanceSampleRatioMismatch", "severity": "warning",
+                            "bucket": "tail", "kind": "canary", "ranker": "ranker-b", "baseline": "ranker-a"}
+    assert alert.annotations["summary"] == \
+        "tail: canary ranker-b has 45.2% of the impressions against 50.0% declared (−9.6%; control ranker-a)"
+    description = alert.annotations["description"]
+    assert "log BF 7.2" in description and "cannot be trusted" in description and "pass is withheld" in description
+    assert "canary_share" in description and "bots" in description
+    assert alert.annotations["runbook_url"] == "https://runbooks.test/srm/SearchRelevanceSampleRatioMismatch.md"
+    assert alert.annotations["dashboard_url"] == \
+        "http://127.0.0.1:3000/d/srm-canary?var-bucket=tail&var-ranker=ranker-b&var-baseline=ranker-a&var-kind=canary"
+
+
+def test_a_covariate_imbalance_says_the_dcg_verdict_is_not_adjusted() -> None:
+    [alert] = desired_alerts([checked("pass", IMBALANCE, kind="deploy"), checked("pass", kind="deploy",
+                                                                                  metric="pnr")], CONFIG)
+    assert alert.labels == {"alertname": "SearchRelevanceCovariateImbalance", "severity": "warning",
+                            "bucket": "tail", "kind": "deploy", "ranker": "ranker-b", "baseline": "ranker-a"}
+    assert alert.annotations["summary"] == ("tail: ranker-b's sessions have harder queries than ranker-a's "
+                                            "(their mean DCG@k before the period −4.8%, CS −7.0% … −2.6%)")
+    description = alert.annotations["description"]
+    assert "without the adjustment for query difficulty" in description and "reformulating" in description
+    assert "not randomised" in description  # a deploy: the mix may have moved on its own
+    assert alert.annotations["runbook_url"].endswith("/SearchRelevanceCovariateImbalance.md")
+    assert alert.annotations["dashboard_url"].endswith("var-kind=deploy")
+
+
+def test_checks_not_flagged_raise_nothing() -> None:
+    fine = [replace(SRM, flagged=False), replace(IMBALANCE, flagged=False)]
+    assert desired_alerts([checked("pass", *fine), checked("pass", fine[0], metric="pnr")], CONFIG) == []
+
+
+def test_a_check_alert_fires_once_keeps_firing_and_resolves_when_the_comparison_disappears() -> None:
+    book = AlertBook(CONFIG)
+    notes = book.update(100.0, pair(IMBALANCE))
+    assert sorted(n.labels["alertname"] for n in notes) == ["SearchRelevanceCovariateImbalance",
+                                                            "SearchRelevanceSampleRatioMismatch"]
+    assert all((n.status, n.starts_at) == ("firing", 100.0) for n in notes)
+    assert book.update(160.0, pair(IMBALANCE)) == []  # still flagged: nothing new to say
+    assert book.update(5000.0, pair(IMBALANCE)) == []  # no hold to run out: it fires while flagged
+    assert sorted(n.key for n in book.firing()) == sorted(n.key for n in notes)
+    resolved = book.update(5060.0, [])
+    assert sorted((n.status, n.starts_at, n.ends_at) for n in resolved) == [("resolved", 100.0, 5060.0)] * 2
+    assert book.firing() == [] and book.update(5120.0, []) == []
+
+
+def test_a_check_no_longer_flagged_resolves_at_once() -> None:
+    book = AlertBook(CONFIG)
+    book.update(0.0, pair(IMBALANCE))
+    [resolved] = book.update(60.0, pair(replace(IMBALANCE, flagged=False)))
+    assert resolved.labels["alertname"] == "SearchRelevanceCovariateImbalance" and resolved.ends_at == 60.0
+    assert [n.labels["alertname"] for n in book.firing()] == ["SearchRelevanceSampleRatioMismatch"]
+
+
+def test_a_changed_mismatch_updates_its_alert_keeping_its_start() -> None:
+    book = AlertBook(CONFIG)
+    book.update(0.0, pair())
+    bigger = replace(SRM, estimate=-0.12)
+    [update] = book.update(60.0, [checked("inconclusive", bigger), checked("inconclusive", bigger, metric="pnr")])
+    assert (update.status, update.starts_at) == ("firing", 0.0)
+    assert "44.0% of the impressions" in update.annotations["summary"]
+
+
+def test_check_alerts_and_regression_alerts_of_a_pair_live_side_by_side() -> None:
+    book = AlertBook(CONFIG)
+    notes = book.update(0.0, pair(name="regression"))
+    assert sorted(n.labels["alertname"] for n in notes) == [
+        "SearchRelevanceCanaryRegression", "SearchRelevanceCanaryRegression", "SearchRelevanceSampleRatioMismatch"]
+    # the regression wavers to inconclusive: it is held; the mismatch, still flagged, keeps firing
+    assert book.update(60.0, pair()) == []
+    # the regression verdict stays inconclusive past the hold: it resolves, the mismatch does not
+    resolved = book.update(700.0, pair())
+    assert {n.labels["alertname"] for n in resolved} == {"SearchRelevanceCanaryRegression"}
+    assert [n.labels["alertname"] for n in book.firing()] == ["SearchRelevanceSampleRatioMismatch"]
+
+
+@pytest.mark.parametrize(("check", "note"), [
+    (SRM, "SRM −9.6%"), (replace(SRM, flagged=False), "ratio ok"), (replace(SRM, estimate=None), "SRM"),
+    (IMBALANCE, "imbalance −4.8%"), (replace(IMBALANCE, flagged=False), "balance ok"),
+])
+def test_check_notes(check: Check, note: str) -> None:
+    assert check_note(check) == note
+
+
+def test_check_severity_is_validated() -> None:
+    with pytest.raises(ValueError, match="check_severity: expected a non-empty string, got ''"):
+        AlertConfig(check_severity="")
+
+
+RUNBOOKS = Path(__file__).resolve().parents[2] / "docs" / "runbooks"
+
+
+@pytest.mark.parametrize("name", sorted({*ALERTNAMES.values(), *CHECK_ALERTNAMES.values()}))
+def test_every_direct_alert_has_a_runbook_and_so_does_its_prometheus_copy(name: str) -> None:
+    copy = name.replace("Regression", "VerdictRegression") if name in ALERTNAMES.values() else f"{name}Exported"
+    for runbook in (name, copy):
+        text = (RUNBOOKS / f"{runbook}.md").read_text(encoding="utf-8")
+        assert text.startswith(f"# {runbook}\n")
+    assert f"({copy}.md)" in (RUNBOOKS / f"{name}.md").read_text(encoding="utf-8")  # each names the other
+    assert f"({name}.md)" in (RUNBOOKS / f"{copy}.md").read_text(encoding="utf-8")

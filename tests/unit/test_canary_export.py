@@ -1,4 +1,5 @@
-"""CanaryCollector: the exported series, left-out missing values, capped rankers, deploy times."""
+"""CanaryCollector: the exported series, left-out missing values, capped rankers, deploy times, and per pair
+the overall verdict and the checks (sample ratio, covariate balance)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import replace
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from monitor.core.canary import Comparison, Verdict
+from monitor.core.canary import Check, Comparison, Verdict
 from monitor.core.events import Deploy
 from monitor.export.canary import CanaryCollector
 
@@ -111,3 +112,83 @@ def test_max_rankers_is_validated() -> None:
     with pytest.raises(ValueError) as error:
         CanaryCollector(lambda: ([], []), max_rankers=0)
     assert str(error.value) == "max_rankers: expected a positive integer, got 0"
+
+
+# --- per pair: the overall verdict and the checks -----------------------------------------------------
+
+PAIR = {"bucket": "tail", "kind": "canary", "baseline": "a", "candidate": "b"}
+SRM = Check("sample_ratio", True, -0.096, None, None, 7.2, 0.5, "the canary has 45.20% …")
+SRM_FINE = Check("sample_ratio", False, 0.004, None, None, -1.3, 0.5, "the canary has 50.20% …")
+IMBALANCE = Check("covariate_balance", True, -0.048, -0.07, -0.026, 5.1, None, "…")
+BALANCED = Check("covariate_balance", False, 0.01, -0.02, 0.04, 0.2, None, "…")
+
+
+def pair(dcg: str, pnr: str, candidate: str = "b", n: int = 1234, dcg_checks: tuple[Check, ...] = (),
+         pnr_checks: tuple[Check, ...] = (), trusted: bool = True) -> list[Comparison]:
+    out = []
+    for metric, name, checks in (("dcg", dcg, dcg_checks), ("pnr", pnr, pnr_checks)):
+        c = comparison(candidate, name, n)
+        out.append(Comparison(c.bucket, metric, c.kind, c.baseline, c.candidate,
+                              replace(c.verdict, checks=checks, trusted=trusted)))
+    return out
+
+
+@pytest.mark.parametrize(("dcg", "pnr", "code"), [
+    ("pass", "pass", 1.0), ("pass", "inconclusive", 0.0), ("pass", "regression", -1.0),
+    ("regression", "inconclusive", -1.0), ("inconclusive", "inconclusive", 0.0),
+])
+def test_the_overall_verdict_of_a_pair(dcg: str, pnr: str, code: float) -> None:
+    registry = registry_of(pair(dcg, pnr))
+    assert registry.get_sample_value("search_relevance_canary_overall_verdict", PAIR) == code
+    text = generate_latest(registry).decode()
+    assert text.count("search_relevance_canary_overall_verdict{") == 1  # one per pair, no metric label
+
+
+def test_the_overall_verdict_shows_the_worst_pair_where_capped_names_collide() -> None:
+    found = [*pair("pass", "pass", "b", n=900), *pair("pass", "pass", "c", n=50),
+             *pair("pass", "regression", "d", n=40), *pair("inconclusive", "pass", "e", n=30)]
+    get = registry_of(found, max_rankers=2).get_sample_value
+    assert get("search_relevance_canary_overall_verdict", PAIR) == 1.0
+    assert get("search_relevance_canary_overall_verdict", {**PAIR, "candidate": "other"}) == -1.0
+
+
+def test_a_sample_ratio_mismatch_is_one_series_per_pair_with_its_size() -> None:
+    registry = registry_of(pair("inconclusive", "regression", dcg_checks=(BALANCED, SRM), pnr_checks=(SRM,),
+                                trusted=False))
+    get = registry.get_sample_value
+    assert get("search_relevance_canary_sample_ratio_mismatch", PAIR) == 1.0
+    assert get("search_relevance_canary_sample_ratio", PAIR) == pytest.approx(-0.096)
+    assert get("search_relevance_canary_covariate_imbalance", PAIR) == 0.0  # checked and fine
+    text = generate_latest(registry).decode()
+    assert text.count("search_relevance_canary_sample_ratio_mismatch{") == 1
+
+
+def test_checks_that_ran_and_found_nothing_are_zero() -> None:
+    get = registry_of(pair("pass", "pass", dcg_checks=(BALANCED, SRM_FINE), pnr_checks=(SRM_FINE,))
+                      ).get_sample_value
+    assert get("search_relevance_canary_sample_ratio_mismatch", PAIR) == 0.0
+    assert get("search_relevance_canary_sample_ratio", PAIR) == pytest.approx(0.004)
+    assert get("search_relevance_canary_covariate_imbalance", PAIR) == 0.0
+
+
+def test_an_imbalance_is_flagged_and_checks_that_did_not_run_are_left_out() -> None:
+    registry = registry_of(pair("inconclusive", "pass", dcg_checks=(IMBALANCE,)))
+    assert registry.get_sample_value("search_relevance_canary_covariate_imbalance", PAIR) == 1.0
+    text = generate_latest(registry).decode()
+    assert "search_relevance_canary_sample_ratio_mismatch{" not in text  # no share declared: not checked
+    assert "search_relevance_canary_sample_ratio{" not in text
+    nothing = generate_latest(registry_of(pair("pass", "pass"))).decode()
+    assert "search_relevance_canary_covariate_imbalance{" not in nothing
+    assert "search_relevance_canary_overall_verdict{" in nothing
+
+
+def test_a_flagged_check_wins_where_capped_names_collide() -> None:
+    found = [*pair("pass", "pass", "b", n=900), *pair("pass", "pass", "c", n=50, dcg_checks=(SRM_FINE,)),
+             *pair("pass", "pass", "d", n=40, dcg_checks=(IMBALANCE, SRM), pnr_checks=(SRM,)),
+             *pair("pass", "pass", "e", n=30, dcg_checks=(BALANCED,))]
+    get = registry_of(found, max_rankers=2).get_sample_value
+    other = {**PAIR, "candidate": "other"}
+    assert get("search_relevance_canary_sample_ratio_mismatch", other) == 1.0
+    assert get("search_relevance_canary_sample_ratio", other) == pytest.approx(-0.096)  # the flagged pair's
+    assert get("search_relevance_canary_covariate_imbalance", other) == 1.0
+    assert get("search_relevance_canary_sample_ratio_mismatch", PAIR) is None  # b: not checked

@@ -47,6 +47,8 @@ METRICS_DOC = ROOT / "docs" / "metrics.md"
 WORKER_SERIES = frozenset({
     "search_relevance_canary_estimate", "search_relevance_canary_lower", "search_relevance_canary_upper",
     "search_relevance_canary_evidence", "search_relevance_canary_verdict", "search_relevance_canary_sessions",
+    "search_relevance_canary_overall_verdict", "search_relevance_canary_sample_ratio_mismatch",
+    "search_relevance_canary_sample_ratio", "search_relevance_canary_covariate_imbalance",
     "search_relevance_deploy_timestamp_seconds",
     "search_relevance_events_total", "search_relevance_consumer_lag", "search_relevance_join_lag_seconds",
     "search_relevance_waiting_sessions", "search_relevance_redis_memory_bytes",
@@ -233,7 +235,9 @@ def test_canary_and_pipeline_show_what_the_issue_asks() -> None:
         return set().union(*(series_names(q.expr) for q in QUERIES if q.dashboard == uid and q.source == "panel"))
 
     assert {"search_relevance_canary_estimate", "search_relevance_canary_lower", "search_relevance_canary_upper",
-            "search_relevance_canary_verdict", "search_relevance_canary_evidence"} <= used("srm-canary")
+            "search_relevance_canary_verdict", "search_relevance_canary_evidence",
+            "search_relevance_canary_overall_verdict", "search_relevance_canary_sample_ratio_mismatch",
+            "search_relevance_canary_covariate_imbalance"} <= used("srm-canary")
     assert {"search_relevance_consumer_lag", "search_relevance_events_total", "search_relevance_join_lag_seconds",
             "search_relevance_dead_letters_total", "search_relevance_redis_memory_bytes",
             "process_start_time_seconds"} <= used("srm-pipeline")
@@ -279,3 +283,17 @@ def test_substitution_and_parsing_catch_mistakes() -> None:
     assert series_names('rate({__name__="search_relevance_events_total"}[1m])') == {"search_relevance_events_total"}
     assert "search_relevance_dcg_ci_upper" in documented_series(METRICS_DOC.read_text(encoding="utf-8"))
     assert "search_relevance_stat_removed_total" in documented_series(METRICS_DOC.read_text(encoding="utf-8"))
+
+
+def test_the_check_panels_say_not_checked_rather_than_zero() -> None:
+    """A check that did not run has no series (no data is not zero); its panel shows NOT CHECKED, a value
+    of its own, for buckets where the pair has an overall verdict."""
+    board = next(b for b in BOARDS.values() if b["uid"] == "srm-canary")
+    checks = [p for p in all_panels(board["panels"]) if p["title"] in ("Sample ratio check", "Query mix check")]
+    assert len(checks) == 2
+    for panel in checks:
+        (target,) = panel["targets"]
+        assert " or (0 * max by (bucket) (search_relevance_canary_overall_verdict{" in target["expr"]
+        (mapping,) = panel["fieldConfig"]["defaults"]["mappings"]
+        assert mapping["options"]["-1"]["text"] == "NOT CHECKED"
+        assert {mapping["options"][v]["text"] for v in ("0", "1")} in ({"OK", "MISMATCH"}, {"BALANCED", "IMBALANCED"})

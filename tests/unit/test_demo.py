@@ -79,6 +79,16 @@ def test_the_regression_fires_the_alert_for_the_regressed_bucket_only(
     verdicts = {(v["bucket"], v["metric"]): v for v in summary["verdicts"]}
     assert verdicts[("tail", "dcg")]["upper"] < 0 and verdicts[("tail", "dcg")]["estimate"] < -0.05
     assert verdicts[("head", "dcg")]["verdict"] == "pass"
+    # one overall verdict per pair (bucket): regression where a metric regressed, pass only where both passed
+    overall = {o["bucket"]: o for o in summary["overall"]}
+    assert list(overall) == ["head", "torso", "tail"]
+    assert overall["tail"]["verdict"] == "regression" and overall["tail"]["trusted"] is True
+    for bucket, o in overall.items():
+        names = {verdicts[(bucket, m)]["verdict"] for m in ("dcg", "pnr")}
+        assert o["verdict"] == ("regression" if "regression" in names else "pass" if names == {"pass"}
+                                else "inconclusive"), (o, names)
+        assert (o["kind"], o["baseline"], o["candidate"]) == ("canary", "ranker-a", "ranker-b")
+        assert all(c["flagged"] is False for c in o["checks"])  # a sound split, the same queries
 
 
 def test_a_healthy_canary_fires_no_alert() -> None:

@@ -8,14 +8,22 @@ verdict (``deploy/prometheus/rules/canary.yml``: ``SearchRelevanceCanaryVerdictR
 ``SearchRelevanceDeployVerdictRegression``, same labels otherwise); Alertmanager inhibits a copy while
 this direct alert fires, so the copy notifies only when the direct path is missing.
 
+A flagged check of a pair (:mod:`.checks`) is an alert too, one per pair whatever the metrics that carry
+it: ``SearchRelevanceSampleRatioMismatch`` (the canary's share of impressions is not the declared one:
+the pair's verdicts cannot be trusted, a pass is withheld) and ``SearchRelevanceCovariateImbalance`` (the
+arms saw different queries: the DCG verdict is not adjusted for query difficulty), labels ``alertname,
+severity`` (``check_severity``, warning), ``bucket, kind, ranker, baseline``. Their Prometheus copies are
+``SearchRelevanceSampleRatioMismatchExported`` and ``SearchRelevanceCovariateImbalanceExported``.
+
 :class:`AlertBook` keeps what is firing. ``update(now, comparisons)`` returns the notifications to send:
 
-* firing, for a new regression (``starts_at = now``), and again when its summary (effect, interval)
-  changes; other text (session counts) is kept up to date in :meth:`AlertBook.firing` for the periodic
-  re-sends without a notification of its own;
+* firing, for a new regression or a newly flagged check (``starts_at = now``), and again when its
+  summary (effect, interval) changes; other text (session counts) is kept up to date in
+  :meth:`AlertBook.firing` for the periodic re-sends without a notification of its own;
 * resolved (``ends_at = now``) when the comparison is gone (rollback, canary end), when its verdict is
   "pass", or when it has not been "regression" for ``resolve_after`` seconds (a verdict that wavers at the
-  boundary between regression and inconclusive does not flap).
+  boundary between regression and inconclusive does not flap); a check's alert when its check is no
+  longer flagged or gone (flags hold once raised, so in practice: when the comparison ends).
 
 >>> book = AlertBook(AlertConfig())
 >>> book.update(0.0, [])
@@ -28,9 +36,14 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from monitor.core.canary.checks import Check
 from monitor.core.canary.pairing import Comparison
 
 ALERTNAMES = {"canary": "SearchRelevanceCanaryRegression", "deploy": "SearchRelevanceDeployRegression"}
+#: Check name (:class:`~monitor.core.canary.checks.Check`) → the direct alert raised while it is flagged.
+CHECK_ALERTNAMES = {"sample_ratio": "SearchRelevanceSampleRatioMismatch",
+                    "covariate_balance": "SearchRelevanceCovariateImbalance"}
+CHECK_WORDS = {"sample_ratio": ("SRM", "ratio ok"), "covariate_balance": ("imbalance", "balance ok")}
 METRIC_TITLES = {"dcg": "DCG", "pnr": "PNR"}
 DEFAULT_RUNBOOK_BASE = "https://search-relevance-monitor.example/docs/runbooks"
 DEFAULT_DASHBOARD_URL = ("http://127.0.0.1:3000/d/srm-canary"  # grafana/dashboards/canary-comparison.json
@@ -50,9 +63,10 @@ class AlertConfig:
     deploy_severity: str = "warning"
     resolve_after: float = 900.0
     alpha: float = 0.05
+    check_severity: str = "warning"  # sample-ratio mismatch and covariate imbalance
 
     def __post_init__(self) -> None:
-        for name in ("runbook_base", "canary_severity", "deploy_severity"):
+        for name in ("runbook_base", "canary_severity", "deploy_severity", "check_severity"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise ValueError(f"{name}: expected a non-empty string, got {value!r}")
@@ -128,16 +142,95 @@ def annotations_of(comparison: Comparison, config: AlertConfig) -> dict[str, str
     return out
 
 
+def check_note(check: Check) -> str:
+    """A check in a few words, for tables: ``SRM −9.6%`` or ``imbalance −4.8%`` when flagged (the
+    relative difference seen), ``ratio ok`` or ``balance ok`` when it ran and found nothing."""
+    flagged, fine = CHECK_WORDS.get(check.name, (check.name, f"{check.name} ok"))
+    if not check.flagged:
+        return fine
+    return flagged if check.estimate is None else f"{flagged} {_signed(check.estimate)}"
+
+
+def check_labels(comparison: Comparison, check: Check, config: AlertConfig) -> dict[str, str]:
+    c = comparison
+    return {"alertname": CHECK_ALERTNAMES[check.name], "severity": config.check_severity, "bucket": c.bucket,
+            "kind": c.kind, "ranker": c.candidate, "baseline": c.baseline}
+
+
+def _setting(c: Comparison) -> str:
+    if c.kind == "canary":
+        return f"Canary {c.candidate} against control {c.baseline} on {c.bucket} queries"
+    return f"{c.candidate} since its deploy against {c.baseline} before it on {c.bucket} queries"
+
+
+def check_annotations(comparison: Comparison, check: Check, config: AlertConfig) -> dict[str, str]:
+    """summary, description, runbook_url and dashboard_url of a flagged check (what it means for the
+    verdicts, and what to look at)."""
+    c, name = comparison, CHECK_ALERTNAMES[check.name]
+    size = "" if check.estimate is None else _signed(check.estimate)
+    if check.name == "sample_ratio":
+        if check.expected is not None and check.estimate is not None:
+            seen = check.expected * (1.0 + check.estimate)
+            summary = (f"{c.bucket}: canary {c.candidate} has {seen:.1%} of the impressions against "
+                       f"{check.expected:.1%} declared ({size}; control {c.baseline})")
+        else:
+            summary = (f"{c.bucket}: canary {c.candidate} against {c.baseline}: the split is not the "
+                       "declared one")
+        description = (f"{_setting(c)}: the traffic split does not match the share the canary declared "
+                       f"({check.detail}). The verdicts of this pair cannot be trusted while it lasts: a "
+                       "pass is withheld (shown as inconclusive) and a regression still alerts, marked "
+                       "untrusted. Check the router or bucketing (a stable hash of the user or session?), "
+                       "bots or crawlers on one arm, a sampling or logging bug that loses one arm's "
+                       "impressions, and whether the share changed during a ramp without a canary_share "
+                       "event.")
+        metric = ""
+    else:
+        interval = ("" if check.lower is None or check.upper is None
+                    else f", CS {_signed(check.lower)} … {_signed(check.upper)}")
+        harder = "different" if check.estimate is None else ("harder" if check.estimate < 0 else "easier")
+        summary = (f"{c.bucket}: {c.candidate}'s sessions have {harder} queries than {c.baseline}'s "
+                   f"(their mean DCG@k before the period {size or 'differs'}{interval})")
+        moved = ("" if c.kind == "canary" else " After and before a deploy are not randomised: the mix may "
+                 "also have moved on its own (an event, a campaign, the day of the week).")
+        description = (f"{_setting(c)}: {check.detail}. The arms saw different queries, so the DCG verdict "
+                       "compares per-session means, without the adjustment for query difficulty (adjusted, "
+                       "it would measure only the change within queries); PNR is unchanged. Check whether "
+                       "the candidate changes which queries reach it (users reformulating after poor "
+                       "results, query rewriting, autocomplete), a routing rule that sends some queries to "
+                       f"one arm only, or bots.{moved}")
+        metric = "dcg"
+    out = {"summary": summary, "description": description,
+           "runbook_url": f"{config.runbook_base.rstrip('/')}/{name}.md"}
+    if config.dashboard_url:
+        out["dashboard_url"] = config.dashboard_url.format(
+            bucket=c.bucket, metric=metric, ranker=c.candidate, baseline=c.baseline, kind=c.kind)
+    return out
+
+
+def check_alerts(comparisons: Sequence[Comparison], config: AlertConfig) -> list[Notification]:
+    """One firing alert per pair and flagged check, however many of the pair's comparisons carry the
+    check (a sample-ratio check is on both metrics); ``starts_at`` 0."""
+    out: dict[tuple[tuple[str, str], ...], Notification] = {}
+    for c in comparisons:
+        for check in c.verdict.checks:
+            if check.flagged and check.name in CHECK_ALERTNAMES:
+                note = Notification(check_labels(c, check, config), check_annotations(c, check, config), 0.0)
+                out.setdefault(note.key, note)
+    return list(out.values())
+
+
 def desired_alerts(comparisons: Sequence[Comparison], config: AlertConfig) -> list[Notification]:
-    """The firing alerts the comparisons call for right now (``starts_at`` 0: not yet placed in time)."""
-    return [Notification(labels_of(c, config), annotations_of(c, config), 0.0)
-            for c in comparisons if c.verdict.verdict == "regression"]
+    """The firing alerts the comparisons call for right now (``starts_at`` 0: not yet placed in time):
+    regressions, then flagged checks."""
+    return [*(Notification(labels_of(c, config), annotations_of(c, config), 0.0)
+              for c in comparisons if c.verdict.verdict == "regression"), *check_alerts(comparisons, config)]
 
 
 @dataclass
 class _Firing:
     notification: Notification
     last_regression: float
+    check: bool = False  # a check's alert: resolved as soon as it is no longer called for
 
 
 @dataclass
@@ -154,29 +247,35 @@ class AlertBook:
             labels = labels_of(c, self.config)
             key = tuple(sorted(labels.items()))
             seen[key] = c.verdict.verdict
-            if c.verdict.verdict != "regression":
-                continue
-            annotations = annotations_of(c, self.config)
-            entry = self._firing.get(key)
-            if entry is None:
-                note = Notification(labels, annotations, now)
-                self._firing[key] = _Firing(note, now)
-                out.append(note)
-                continue
-            entry.last_regression = now
-            changed = entry.notification.annotations.get("summary") != annotations["summary"]
-            entry.notification = Notification(labels, annotations, entry.notification.starts_at)
-            if changed:
-                out.append(entry.notification)
+            if c.verdict.verdict == "regression":
+                self._fire(now, Notification(labels, annotations_of(c, self.config), now), out)
+        for note in check_alerts(comparisons, self.config):
+            seen[note.key] = "flagged"
+            self._fire(now, Notification(note.labels, note.annotations, now), out, check=True)
         for key, entry in list(self._firing.items()):
             verdict = seen.get(key)
-            held = verdict == "inconclusive" and now - entry.last_regression < self.config.resolve_after
-            if verdict == "regression" or held:
+            held = (not entry.check and verdict == "inconclusive"
+                    and now - entry.last_regression < self.config.resolve_after)
+            if verdict in ("regression", "flagged") or held:
                 continue
             note = entry.notification
             out.append(Notification(note.labels, note.annotations, note.starts_at, max(now, note.starts_at)))
             del self._firing[key]
         return out
+
+    def _fire(self, now: float, note: Notification, out: list[Notification], check: bool = False) -> None:
+        """``note`` is called for now: a new alert fires; a firing one keeps its start and takes the new
+        text, notifying only when its summary changed."""
+        entry = self._firing.get(note.key)
+        if entry is None:
+            self._firing[note.key] = _Firing(note, now, check)
+            out.append(note)
+            return
+        entry.last_regression = now
+        changed = entry.notification.annotations.get("summary") != note.annotations["summary"]
+        entry.notification = Notification(note.labels, note.annotations, entry.notification.starts_at)
+        if changed:
+            out.append(entry.notification)
 
     def firing(self) -> list[Notification]:
         """Every alert firing now, with its latest text (for periodic re-sending)."""
