@@ -14,6 +14,12 @@ Traceback (most recent call last):
 ValueError: canary_share: must be in [0, 1], got 1.5
 >>> SimConfig(duration_s=3600, deploy_at=0.25).deploy_ts - SimConfig().start_ts
 900.0
+>>> SimConfig(regression_kind="irrelevant", regression=1.0).regression
+1.0
+>>> SimConfig(regression_kind="empty")
+Traceback (most recent call last):
+...
+ValueError: regression_kind: 'empty' is not one of flip, irrelevant
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from dataclasses import dataclass
 
 BUCKETS = ("head", "torso", "tail")
 REGRESSION_BUCKETS = (*BUCKETS, "all")
+REGRESSION_KINDS = ("flip", "irrelevant")
 DEFAULT_SESSIONS = 2000
 DEFAULT_START_TS = 1_763_712_000.0  # 2025-11-21T08:00:00Z
 DAY_S = 86400.0
@@ -43,7 +50,16 @@ class SimConfig:
     canary: ``control_ranker`` serves all traffic until ``deploy_ts``, then ``canary_ranker`` (the new
     ranker) serves all of it, with a ``deploy`` event (``previous``: the control ranker) at that time; all
     impressions are plain (no ``variant``) and ``canary_start`` / ``canary_share`` are not used. In both,
-    ``regression`` degrades the new ranker in ``regression_bucket``.
+    ``regression`` degrades the new ranker in ``regression_bucket`` (one of the buckets, or ``all``), in
+    the way ``regression_kind`` says (:mod:`monitor.sim.regression`):
+
+    * ``"flip"`` (the default): ``regression`` is the relative loss of mean DCG@k, in [0, 1): now and then
+      a session gets the list of the ranker with its relevance signal flipped, as often as that loss needs;
+    * ``"irrelevant"``: ``regression`` is the probability, in [0, 1] (1: every session), that a session of
+      the new ranker shows only its query's irrelevant documents (latent grade 0, 无), by the ranker's
+      own noisy scores, as many as the pool has up to the bucket's ``top_n``: a ranker returning nothing
+      relevant. An impression needs at least one result, so a query whose pool has no grade-0 document
+      shows its lowest-graded documents instead.
 
     ``night_dip`` > 0 makes the query mix follow the clock (:mod:`monitor.sim.clock`): within each bucket
     hard queries (low expected DCG) are searched more at night, so that a ranker's expected mean DCG@k is
@@ -87,6 +103,7 @@ class SimConfig:
     canary_share: float = 0.5
     regression: float = 0.10
     regression_bucket: str = "tail"
+    regression_kind: str = "flip"
     # a deploy without a canary (fraction of the duration; None: the canary scenario)
     deploy_at: float | None = None
     # the query mix over the day
@@ -213,7 +230,13 @@ def _check(config: SimConfig) -> None:
               "a query judgment batch holds at most 1,000 grades")
     if not 0.0 <= _number(config, "canary_start") < 1.0:
         _fail("canary_start", f"must be in [0, 1), got {config.canary_start!r}")
-    if not 0.0 <= _number(config, "regression") < 1.0:
+    if config.regression_kind not in REGRESSION_KINDS:
+        _fail("regression_kind", f"{config.regression_kind!r} is not one of {', '.join(REGRESSION_KINDS)}")
+    if config.regression_kind == "irrelevant":
+        if not 0.0 <= _number(config, "regression") <= 1.0:
+            _fail("regression", f"must be in [0, 1] (the share of sessions shown only irrelevant documents), "
+                                f"got {config.regression!r}")
+    elif not 0.0 <= _number(config, "regression") < 1.0:
         _fail("regression", f"must be in [0, 1), got {config.regression!r}")
     if config.regression_bucket not in REGRESSION_BUCKETS:
         _fail("regression_bucket",

@@ -8,7 +8,7 @@ query drawn from the vocabulary's traffic distribution (which follows the clock 
   ``1 − canary_share``, the share its ``canary_start`` event declares (``share``, when strictly between 0
   and 1);
 * the canary ranker (``variant: "canary"``) otherwise; in a regressed bucket it sometimes serves its broken
-  list (:mod:`monitor.sim.regression`).
+  list, or (``regression_kind: "irrelevant"``) only irrelevant documents (:mod:`monitor.sim.regression`).
 
 In a deploy run (``deploy_at``) every impression is plain (no ``variant``): the control ranker serves
 before ``deploy_ts``, the new ranker (``canary_ranker``, regressed as a canary would be) from then on, and
@@ -41,7 +41,7 @@ from monitor.sim.labels import ZH_NAMES, Annotator
 from monitor.sim.queries import Vocabulary, build_vocabulary
 from monitor.sim.rankers import Ranker, Ranking
 from monitor.sim.records import SimEvent, encode, impression_value
-from monitor.sim.regression import RegressionBudget, dcg_of_levels
+from monitor.sim.regression import RegressionBudget, dcg_of_levels, only_irrelevant
 from monitor.sim.relevance import Pools, draw_pools
 from monitor.sim.truth import GroundTruth, SessionTruth
 
@@ -176,8 +176,15 @@ class _Run:
         cfg, pools = self.config, self.sim.pools
         levels, effects, top_n = pools.levels[query], pools.doc_effects[query], cfg.top_n(bucket)
         arm = "canary" if canary else "control"
+        regressed = canary and cfg.regressed(bucket)
+        if regressed and cfg.regression_kind == "irrelevant":
+            # the whole pool by the same noise draw: its top n is the healthy list, unchanged
+            full = self.rankers[arm].rank(levels, effects, levels.size, self.noise[arm])
+            if self.regression_rng.random() < cfg.regression:
+                return only_irrelevant(full, levels, top_n), True
+            return Ranking(full.indices[:top_n], full.scores[:top_n]), False
         ranking = self.rankers[arm].rank(levels, effects, top_n, self.noise[arm])
-        if not (canary and cfg.regressed(bucket)):
+        if not regressed:
             return ranking, False
         broken = self.rankers[arm].rank(levels, effects, top_n, self.regression_rng, broken=True)
         k = cfg.label_k(bucket)

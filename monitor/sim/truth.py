@@ -12,7 +12,8 @@ class SessionTruth:
     ``doc_ids``, ``scores`` and ``levels`` (latent grades 0..3) are in the order shown (position 1 first).
     ``variant`` is ``control`` or ``canary``, or ``""`` for a plain impression (a deploy run: no ``variant``
     field). ``degraded`` is True when the canary (or newly deployed) ranker served its broken list (the
-    simulated regression).
+    simulated regression): the flipped ranker's list, or with ``SimConfig.regression_kind`` "irrelevant"
+    only the query's irrelevant documents (its lowest-graded ones for a pool without a grade-0 document).
     """
 
     session_id: str

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import doctest
+import hashlib
 import json
 import math
 from collections import Counter, defaultdict
@@ -14,6 +15,7 @@ import pytest
 
 import monitor.sim as sim_package
 import monitor.sim.config as sim_config
+import monitor.sim.regression as sim_regression
 from monitor.core.decoding import decode_event
 from monitor.core.events import Annotation, Deploy, EventError, Impression
 from monitor.core.grades import SEED_SCALE
@@ -361,6 +363,135 @@ def test_regression_in_all_buckets() -> None:
         assert abs(effect - (-0.2)) < 4 * se, (bucket, effect, se)
 
 
+# a ranker returning only irrelevant documents (regression_kind "irrelevant") ----------------------------
+
+IRRELEVANT = SimConfig(n_sessions=6000, seed=8, canary_start=0.0, regression=1.0, regression_kind="irrelevant",
+                       regression_bucket="tail")
+
+
+@pytest.fixture(scope="module")
+def irrelevant_run() -> SimResult:
+    return simulate(IRRELEVANT)
+
+
+@pytest.fixture(scope="module")
+def healthy_run() -> SimResult:
+    """The same traffic with a healthy canary."""
+    return simulate(replace(IRRELEVANT, regression=0.0))
+
+
+def assert_only_the_lowest_graded(run: SimResult, session_id: str, healthy: SimResult) -> None:
+    """A degraded session shows its pool's lowest-graded documents (grade 0 when the pool has any), as many
+    as the pool has up to top_n, in the canary's order: the scores the healthy list gives them."""
+    session = run.sessions[session_id]
+    pool = run.pools[session.query]
+    lowest = min(pool.values())
+    top_n = run.config.top_n(session.bucket)
+    assert set(session.levels) == {lowest}, session
+    assert [pool[d] for d in session.doc_ids] == list(session.levels)
+    assert len(session.doc_ids) == min(top_n, sum(1 for g in pool.values() if g == lowest)), session
+    assert list(session.scores) == sorted(session.scores, reverse=True)
+    same = healthy.sessions[session_id]
+    assert same.ranker == session.ranker and not same.degraded
+    scored = dict(zip(same.doc_ids, same.scores, strict=True))
+    assert all(scored[d] == score for d, score in zip(session.doc_ids, session.scores, strict=True)
+               if d in scored)
+
+
+def test_an_irrelevant_canary_shows_only_grade_0_documents(irrelevant_run: SimResult,
+                                                           healthy_run: SimResult) -> None:
+    run = irrelevant_run
+    broken = [s for s in run.sessions.values() if s.variant == "canary" and s.bucket == "tail"]
+    assert len(broken) > 400
+    assert {s.session_id for s in run.sessions.values() if s.degraded} == {s.session_id for s in broken}
+    for session in broken:
+        assert_only_the_lowest_graded(run, session.session_id, healthy_run)
+    zero = [s for s in broken if 0 in run.pools[s.query].values()]
+    assert len(zero) > 0.95 * len(broken) and all(set(s.levels) == {0} for s in zero)
+    # annotators grade them truthfully: 无 everywhere, so DCG@k 0 from the labels too
+    graded = [run.session_grades[s.session_id] for s in zero if s.session_id in run.session_grades]
+    assert graded and all(set(grades.values()) == {0} for grades in graded)
+    # the impressions are valid events, with fewer results than top_n where the pool has fewer grade-0 ones
+    impressions = {e.key.decode(): e.value for e in run.events if e.topic == "impressions"}
+    for session in broken:
+        event = decode_event(impressions[session.session_id], SEED_SCALE)
+        assert isinstance(event, Impression)
+        assert [r.doc_id for r in event.results] == list(session.doc_ids)
+    assert min(len(s.doc_ids) for s in broken) < 20
+
+
+def test_an_irrelevant_canary_changes_nothing_else(irrelevant_run: SimResult, healthy_run: SimResult) -> None:
+    """Control sessions, other buckets and the traffic are the healthy run's: every impression and deploy
+    event of the other sessions byte for byte, and their final grades. (Their annotation events are not
+    compared: the annotators draw from one random stream, so a broken session's shorter list shifts the
+    arrival times, duplicates and spellings of later sessions' labels, never their grades.)"""
+    for session_id, session in healthy_run.sessions.items():
+        if not (session.variant == "canary" and session.bucket == "tail"):
+            assert irrelevant_run.sessions[session_id] == session
+    broken = {s.session_id for s in irrelevant_run.sessions.values() if s.degraded}
+
+    def others(run: SimResult) -> list[tuple[str, bytes, bytes, float, str | None]]:
+        return [t for t in as_tuples(run.events) if t[0] != "annotations" and t[1].decode() not in broken]
+
+    assert others(irrelevant_run) == others(healthy_run)
+    assert {s: g for s, g in irrelevant_run.session_grades.items() if s not in broken} == \
+        {s: g for s, g in healthy_run.session_grades.items() if s not in broken}
+    assert irrelevant_run.query_grades == healthy_run.query_grades
+
+
+def test_an_irrelevant_canary_in_a_share_of_sessions() -> None:
+    """``regression`` is the probability of a broken session; the others are the healthy canary's."""
+    config = replace(IRRELEVANT, n_sessions=4000, regression=0.3, regression_bucket="all", seed=9)
+    run, healthy = simulate(config), simulate(replace(config, regression=0.0))
+    canary = [s for s in run.sessions.values() if s.variant == "canary"]
+    degraded = [s for s in canary if s.degraded]
+    assert {s.bucket for s in degraded} == set(BUCKETS)
+    assert within(len(degraded) / len(canary), 0.3, len(canary))
+    for session in canary:
+        if session.degraded:
+            assert_only_the_lowest_graded(run, session.session_id, healthy)
+        else:
+            assert session == healthy.sessions[session.session_id]
+
+
+def test_a_pool_without_irrelevant_documents_shows_its_lowest_graded_ones() -> None:
+    """An impression needs a result: a query with no grade-0 document shows its lowest-graded ones."""
+    config = replace(IRRELEVANT, n_sessions=600, grades_tail=(0.0, 0.4, 0.3, 0.3), seed=2)
+    run, healthy = simulate(config), simulate(replace(config, regression=0.0))
+    broken = [s for s in run.sessions.values() if s.degraded]
+    assert broken and all(0 not in s.levels and s.doc_ids for s in broken)
+    for session in broken:
+        assert_only_the_lowest_graded(run, session.session_id, healthy)
+
+
+def test_an_irrelevant_new_ranker_in_a_deploy() -> None:
+    run = simulate(replace(IRRELEVANT, n_sessions=2000, deploy_at=0.5, seed=3))
+    degraded = {s.session_id for s in run.sessions.values() if s.degraded}
+    assert degraded == {s.session_id for s in run.sessions.values()
+                        if s.ranker == "ranker-b" and s.bucket == "tail"} != set()
+    assert all(set(run.sessions[s].levels) == {min(run.pools[run.sessions[s].query].values())}
+               for s in degraded)
+
+
+def stream_digest(events: list[SimEvent]) -> str:
+    h = hashlib.sha256()
+    for event in as_tuples(events):
+        h.update(repr(event).encode())
+    return h.hexdigest()[:16]
+
+
+def test_the_default_kind_flips_as_before(default_run: SimResult) -> None:
+    """The bytes of flip runs (the default kind) as they were before ``regression_kind`` existed: the new
+    kind leaves the streams every other test and benchmark compares as they were. (An intended change of
+    the simulator's output changes these digests too.)"""
+    assert default_run.config.regression_kind == "flip"
+    assert stream_digest(default_run.events) == "ef4c0f60e520d202"
+    config = SimConfig(n_sessions=3000, regression=0.2, regression_bucket="all", seed=4)
+    run = simulate(replace(config, regression_kind="flip"))
+    assert stream_digest(run.events) == "7877fd62a4657a92"
+    assert as_tuples(run.events) == as_tuples(simulate(config).events)
+
+
 def test_dcg_of_levels_matches_the_core() -> None:
     levels = np.array([3, 2, 1, 3, 2, 2, 1, 0, 2, 0])
     assert dcg_of_levels(levels, 4) == pytest.approx(dcg([SEED_GAINS[v] for v in levels], 4))
@@ -377,6 +508,11 @@ def test_dcg_of_levels_matches_the_core() -> None:
     ({"sessions_per_second": -1.0}, "sessions_per_second: must be > 0"),
     ({"regression": 1.0}, "regression: must be in [0, 1)"),
     ({"regression_bucket": "mid"}, "regression_bucket: 'mid' is not one of head, torso, tail, all"),
+    ({"regression_kind": "empty"}, "regression_kind: 'empty' is not one of flip, irrelevant"),
+    ({"regression_kind": "irrelevant", "regression": 1.5},
+     "regression: must be in [0, 1] (the share of sessions shown only irrelevant documents), got 1.5"),
+    ({"regression_kind": "irrelevant", "regression": -0.1}, "regression: must be in [0, 1]"),
+    ({"regression_kind": "irrelevant", "regression": math.nan}, "regression: expected a finite number"),
     ({"canary_start": 1.0}, "canary_start: must be in [0, 1)"),
     ({"top_n_other": 50}, "top_n_other: 50 is more than the candidate pool (30)"),
     ({"top_n_head": 250, "pool_head": 300}, "top_n_head: 250 results is more than the event limit of 200"),
@@ -396,8 +532,9 @@ def test_config_errors_name_the_field(overrides: dict[str, object], message: str
 
 
 def test_doctests() -> None:
-    for module in (sim_config, sim_package):
-        assert doctest.testmod(module).failed == 0
+    for module in (sim_config, sim_package, sim_regression):
+        result = doctest.testmod(module)
+        assert result.failed == 0 and result.attempted > 0, module.__name__
 
 
 def test_session_count_from_rate() -> None:
