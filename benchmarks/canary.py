@@ -67,10 +67,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
+from canary_extremes import Cell, print_breakage, print_checks, print_goals, print_pnr, run_cell
+from canary_extremes import cells as extreme_cells
+from canary_world import Scenario, default_dcg, sample_ratio_flags
+from canary_world import simulate as simulate_runs
 
 from monitor.core.canary import CanaryConfig
-from monitor.core.canary.adjusted import CovariateSums, adjusted_mean_path
 from monitor.core.canary.matched import matched_mean_path
+from monitor.core.canary.metric_paths import dcg_paths
 from monitor.core.canary.paths import (
     PASS,
     REGRESSION,
@@ -154,49 +158,36 @@ def by_stratum(per_look: FloatArray, strata: IntArray, count: int) -> FloatArray
     return cumulative
 
 
-def arm_sums(world: World, rng: np.random.Generator, start: IntArray, share: FloatArray, drop: float
-             ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Per arm (0 baseline, 1 candidate), run and look: sessions, ΣDCG and ΣDCG², each session of a look
-    the candidate's with probability ``share[look]``."""
-    runs, looks = start.size, share.size
-    n, s, q = (np.zeros((2, runs, looks)) for _ in range(3))
-    step = max(1, CHUNK // (runs * PER_LOOK))
-    for a in range(0, looks, step):
-        b = min(looks, a + step)
-        index = np.arange(a, b)
-        hours = np.broadcast_to(((start[:, None] + index // LOOKS_PER_HOUR) % HOURS)[:, :, None],
-                                (runs, b - a, PER_LOOK))
-        candidate = rng.random((runs, b - a, PER_LOOK)) < share[index][None, :, None]
-        x = world.draw_dcg(rng, hours, candidate, drop)
-        for arm, mask in ((0, ~candidate), (1, candidate)):
-            xm = np.where(mask, x, 0.0)
-            n[arm, :, a:b] = mask.sum(axis=2)
-            s[arm, :, a:b], q[arm, :, a:b] = xm.sum(axis=2), (xm * xm).sum(axis=2)
-    return n, s, q
-
-
 def canary_job(job: Job) -> dict[str, dict[str, npt.NDArray[np.generic]]]:
-    """A 50/50 canary (random start hour) or a ramped one (from 09:00), both arms growing every look."""
+    """A 50/50 canary (random start hour) or a ramped one (from 09:00, its share growing by the hour, each
+    step declared), both arms growing every look, simulated by :mod:`canary_world` (a history day before
+    the start gives each query's covariate). before: pooled and stateless; after: time-matched and sticky,
+    unadjusted; default: what users get (:func:`canary_world.default_dcg`). Also per run the looks at which
+    the checks raised a false alarm (A/A cells: the split is as declared, the mixes the same)."""
     world = WORLDS[(job.bucket, job.dip)]
-    rng = np.random.default_rng(job.seed)
     hours = CANARY_HOURS if job.kind == "canary" else RAMP_HOURS
     looks = hours * LOOKS_PER_HOUR
     if job.kind == "ramp":
         start = np.full(job.runs, RAMP_START, dtype=np.int64)
-        elapsed = (np.arange(looks) + 0.5) / LOOKS_PER_HOUR
+        elapsed = np.arange(looks) // LOOKS_PER_HOUR + 0.5  # a step an hour, declared (canary_share)
         share = 0.05 + 0.45 * np.minimum(elapsed / 24.0, 1.0)
     else:
-        start = rng.integers(0, HOURS, job.runs)
+        start = None
         share = np.full(looks, 0.5)
-    n, s, q = arm_sums(world, rng, start, share, job.drop)
-    cum = [np.cumsum(v, axis=2) for v in (n, s, q)]
-    before = verdict_path(log_mean_path(cum[0][0], cum[1][0], cum[2][0]),
-                          log_mean_path(cum[0][1], cum[1][1], cum[2][1]), job.config)
-    strata = np.arange(looks) // LOOKS_PER_HOUR  # the hour since the canary's start
-    effect = matched_mean_path(*(by_stratum(v[arm], strata, hours) for arm in (0, 1) for v in (n, s, q)))
-    after = sticky_path(effect_verdict_path(effect, job.config), job.config)
-    sessions = cum[0][1]
-    return {"before": outcomes(before, sessions), "after": outcomes(after, sessions)}
+    runs = simulate_runs(world, Scenario("canary", hours, share, share, drop=job.drop), job.runs, job.seed,
+                         start_hours=start)
+    pooled = runs.sums.sum(axis=3)  # every stratum together: (2, runs, looks, fields)
+    before = verdict_path(log_mean_path(pooled[0][..., 0], pooled[0][..., 1], pooled[0][..., 2]),
+                          log_mean_path(pooled[1][..., 0], pooled[1][..., 1], pooled[1][..., 2]), job.config)
+    after = default_dcg(runs, world, job.config, adjusted=False).path
+    default = default_dcg(runs, world, job.config)
+    sessions = pooled[1][..., 0]
+    out = {"before": outcomes(before, sessions), "after": outcomes(after, sessions),
+           "default": outcomes(default.path, sessions)}
+    assert default.imbalanced is not None
+    out["default"]["imbalance"] = default.imbalanced[:, -1]
+    out["default"]["srm"] = sample_ratio_flags(runs, share, job.config)[:, -1]
+    return out
 
 
 def _covariate_sums(x: FloatArray, c: FloatArray) -> FloatArray:
@@ -268,18 +259,26 @@ def deploy_job(job: Job) -> dict[str, dict[str, npt.NDArray[np.generic]]]:
         effect = matched_mean_path(nb, sb[:, None, :], qb[:, None, :],
                                    *(by_stratum(v, strata, HOURS) for v in (n_look, s_look, q_look)))
         after = sticky_path(effect_verdict_path(effect, job.config), job.config)
-        cand_sums = CovariateSums.of(*(by_stratum(f[:, order, :].reshape(runs, looks), strata, HOURS)
-                                       for f in cc))
-        base_sums = CovariateSums.of(*(np.broadcast_to(f[:, None, :], (runs, looks, HOURS)) for f in cb))
-        adjusted = sticky_path(effect_verdict_path(adjusted_mean_path(base_sums, cand_sums), job.config),
-                               job.config)
+        cand_cov = np.stack([by_stratum(f[:, order, :].reshape(runs, looks), strata, HOURS) for f in cc[:6]],
+                            axis=-1)
+        base_cov = np.stack([np.broadcast_to(f[:, None, :], (runs, looks, HOURS)) for f in cb[:6]], axis=-1)
+        base_plain = np.stack([np.broadcast_to(v, (runs, looks, HOURS)) for v in
+                               (nb, sb[:, None, :], qb[:, None, :])], axis=-1)
+        cand_plain = np.stack([by_stratum(v, strata, HOURS) for v in (n_look, s_look, q_look)], axis=-1)
+        found = dcg_paths(base_plain, cand_plain, job.config, job.config.dcg_bound[job.bucket], base_cov,
+                          cand_cov)  # what users get: monitor/core/canary/metric_paths.py
+        adjusted = found.path
         out[f"before@{deployed}"] = outcomes(before, cand[0])
         out[f"after@{deployed}"] = outcomes(after, cand[0])
         out[f"adjusted@{deployed}"] = outcomes(adjusted, cand[0])
+        assert found.imbalanced is not None
+        out[f"adjusted@{deployed}"]["imbalance"] = found.imbalanced[:, -1]
     return out
 
 
-def run_job(job: Job) -> dict[str, dict[str, npt.NDArray[np.generic]]]:
+def run_job(job: Job | Cell) -> dict[str, dict[str, npt.NDArray[np.generic]]]:
+    if isinstance(job, Cell):  # the extremes (canary_extremes.py), in the 4% night-dip world
+        return {"cell": run_cell(job, WORLDS[(job.bucket, CANARY_DIP)])}
     return deploy_job(job) if job.kind == "deploy" else canary_job(job)
 
 
@@ -355,9 +354,13 @@ def print_canary(cells: Cells, runs: dict[tuple[str, float], int]) -> None:
           "| hours to regression (median) | pass within 20,000 | sessions to pass (median) | hours to pass "
           "(median) | verdict changes | pass then lost | regression then left |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    alarms = []
     for (bucket, drop), result in cells.items():
+        if drop == 0:
+            d = result["default"]
+            alarms.append(f"{bucket}: imbalance {share(d['imbalance'])}, sample ratio {share(d['srm'])}")
         change = "none (A/A)" if drop == 0 else f"−{drop:.0%}"
-        for method in ("before", "after"):
+        for method in ("before", "after", "default"):
             r = result[method]
             reg, passed = r["reg"] != NEVER, r["pass"] != NEVER
             within = np.asarray(r["pass_sessions"], dtype=np.float64) <= PASS_WITHIN
@@ -371,17 +374,18 @@ def print_canary(cells: Cells, runs: dict[tuple[str, float], int]) -> None:
                   f"{hours_of(r['reg'])} | {share(within)} | {pass_median} | {hours_of(r['pass'])} | "
                   f"{changes(r['changes'])} | {share(r['lost_pass'], passed)} | "
                   f"{share(r['left_reg'], reg)} |")
-    print()
+    print(f"\nA/A canaries (default), false alarms of the checks within {CANARY_HOURS} h: "
+          f"{'; '.join(alarms)}.\n")
 
 
 def print_deploy(cells: Cells, runs: int) -> None:
     print(f"## Deploy, A/A ({BUDGET:,} labelled sessions per hour; baseline: the previous ranker's "
           f"{BUDGET * 24:,} sessions of the 24 h before the deploy; candidate: the new ranker's sessions "
           f"from the deploy on, a look every {STREAM.epoch / 60:.0f} min for {DEPLOY_SPAN} h)\n")
-    print("| bucket | night dip | deploy at (UTC) | deploys | false regression: before | after | adjusted | "
+    print("| bucket | night dip | deploy at (UTC) | deploys | false regression: before | after | default | "
           "first false alarm, hours after the deploy (median): before | after | pass within 24 h: before | "
-          "after | adjusted | verdict changes (mean): before | after |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "after | default | verdict changes (mean): before | after | imbalance flagged (default) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (bucket, dip), result in cells.items():
         for deployed in DEPLOY_HOURS:
             b, a = result[f"before@{deployed}"], result[f"after@{deployed}"]
@@ -390,24 +394,29 @@ def print_deploy(cells: Cells, runs: int) -> None:
                   f"{share(a['reg'] != NEVER)} | {share(j['reg'] != NEVER)} | {hours_of(b['reg'])} | "
                   f"{hours_of(a['reg'])} | {share(b['pass'] != NEVER)} | {share(a['pass'] != NEVER)} | "
                   f"{share(j['pass'] != NEVER)} | "
-                  f"{b['changes'].astype(float).mean():.2f} | {a['changes'].astype(float).mean():.2f} |")
+                  f"{b['changes'].astype(float).mean():.2f} | {a['changes'].astype(float).mean():.2f} | "
+                  f"{share(j['imbalance'])} |")
     print()
 
 
 def print_ramp(cells: Cells, runs: int) -> None:
-    print(f"## Ramped canary, A/A (share 5% → 50% over the first 24 h, then 50%; start {RAMP_START:02d}:00 "
+    print("## Ramped canary, A/A (share 5% → 50% over the first 24 h in hourly steps, each declared, then "
+          f"50%; "
+          f"start {RAMP_START:02d}:00 "
           f"UTC; {BUDGET:,} labelled sessions per hour in all; {RAMP_HOURS} h; a look every "
           f"{STREAM.epoch / 60:.0f} min)\n")
     print("| bucket | night dip | canaries | method | false regression | hours to it (median) | "
-          "pass by the end | hours to pass (median) | verdict changes | pass then lost |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "pass by the end | hours to pass (median) | verdict changes | pass then lost | false alarms: "
+          "imbalance · sample ratio |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for (bucket, dip), result in cells.items():
-        for method in ("before", "after"):
+        for method in ("before", "after", "default"):
             r = result[method]
             passed = r["pass"] != NEVER
+            checks = (f"{share(r['imbalance'])} · {share(r['srm'])}" if method == "default" else "—")
             print(f"| {bucket} | {dip:.0%} | {runs} | {method} | {share(r['reg'] != NEVER)} | "
                   f"{hours_of(r['reg'])} | {share(passed)} | {hours_of(r['pass'])} | "
-                  f"{changes(r['changes'])} | {share(r['lost_pass'], passed)} |")
+                  f"{changes(r['changes'])} | {share(r['lost_pass'], passed)} | {checks} |")
     print()
 
 
@@ -418,13 +427,16 @@ def world_main(argv: Sequence[str]) -> int:
     parser.add_argument("--deploy-runs", type=int, default=500,
                         help="simulated deploys per bucket, night dip and deploy hour")
     parser.add_argument("--ramp-runs", type=int, default=500, help="ramped canaries per bucket and night dip")
+    parser.add_argument("--extreme-runs", type=int, default=500,
+                        help="runs per cell of the extremes (breakage, broken lists, mix shift, sample "
+                             "ratio)")
     parser.add_argument("--batch", type=int, default=50, help="runs per task")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--quick", action="store_true",
                         help="a smoke test: 40 runs per cell, smaller worlds (fewer precomputed sessions)")
     args = parser.parse_args(argv)
     if args.quick:
-        args.aa_runs = args.runs = args.deploy_runs = args.ramp_runs = args.batch = 40
+        args.aa_runs = args.runs = args.deploy_runs = args.ramp_runs = args.extreme_runs = args.batch = 40
     config = CanaryConfig()
     started = time.perf_counter()
 
@@ -442,7 +454,7 @@ def world_main(argv: Sequence[str]) -> int:
             worlds[(bucket, dip)] = plain.with_night_dip(dip)
         log(f"world {bucket}: {settings.queries:,} queries × {settings.outcomes} sessions × 2 rankers")
 
-    jobs: list[tuple[str, tuple[str, float], Job]] = []
+    jobs: list[tuple[str, tuple[str, float], Job | Cell]] = []
     seed = 1
 
     def add(kind: str, bucket: str, dip: float, drop: float, count: int, key: tuple[str, float]) -> None:
@@ -459,8 +471,13 @@ def world_main(argv: Sequence[str]) -> int:
             add("deploy", bucket, dip, 0.0, args.deploy_runs, (bucket, dip))
         for dip in RAMP_DIPS:
             add("ramp", bucket, dip, 0.0, args.ramp_runs, (bucket, dip))
+    extremes = extreme_cells(args.extreme_runs, 100_000)
+    for number, cell in enumerate(extremes):
+        for start in range(0, cell.runs, args.batch):
+            part = replace(cell, runs=min(args.batch, cell.runs - start), seed=cell.seed * 1000 + start)
+            jobs.append(("extreme", (str(number), 0.0), part))
     # the longest jobs first, so the workers finish together
-    order = sorted(range(len(jobs)), key=lambda i: jobs[i][0] != "deploy")
+    order = sorted(range(len(jobs)), key=lambda i: jobs[i][0] not in ("deploy", "extreme"))
     parts: dict[tuple[str, tuple[str, float]], list[dict[str, Result]]] = {}
     context = multiprocessing.get_context("fork")
     with context.Pool(args.workers, initializer=_init_worlds, initargs=(worlds,)) as pool:
@@ -477,14 +494,44 @@ def world_main(argv: Sequence[str]) -> int:
 
     quick = " (--quick: a smoke test)" if args.quick else ""
     print(f"# Canary and deploy verdicts in a realistic simulated world{quick}\n")
-    print(f"Verdicts: {config}. before = pooled arms, stateless verdict at every look (log_mean_path + "
-          "verdict_path); after = time-matched (matched_mean_path) + sticky (sticky_path). Both on the "
-          "same simulated streams.\n")
+    print(f"Verdicts: CanaryConfig() defaults (alpha {config.alpha}, min drop {config.min_relative_drop}, "
+          f"min_sessions {config.min_sessions}, mixture_sd {config.mixture_sd}). before = pooled arms, "
+          "stateless verdict at every look (log_mean_path + verdict_path); after = time-matched + sticky, "
+          "not adjusted; "
+          "default = what users get, the worker's defaults: time-matched, sticky, adjusted for query "
+          "difficulty (each query's mean DCG@k over a history day before the comparison: each arm's own "
+          "slope), the balance check, exact bounds for an arm at 0 (monitor/core/canary/metric_paths.py). "
+          "All on the same simulated streams.\n")
     print_world(worlds)
     print_canary(cells("canary"), {(b, d): args.aa_runs if d == 0 else args.runs
                                    for b in WORLD_BUCKETS for d in DROPS})
     print_deploy(cells("deploy"), args.deploy_runs)
     print_ramp(cells("ramp"), args.ramp_runs)
+    print("## The extremes: total breakage, broken lists, mix shifts, sample-ratio mismatch (issue 26)\n")
+    judged = [(cell, merge(parts[("extreme", (str(number), 0.0))])["cell"])
+              for number, cell in enumerate(extremes)]
+    print_breakage(judged)
+    print_pnr(judged)
+    print_checks(judged)
+    realistic: list[tuple[str, float]] = []
+    for (bucket, drop), result in cells("canary").items():
+        if drop == 0:
+            d = result["default"]
+            realistic += [(f"{bucket} canary regression", float(np.mean(d["reg"] != NEVER))),
+                          (f"{bucket} canary imbalance", float(np.mean(d["imbalance"]))),
+                          (f"{bucket} canary sample ratio", float(np.mean(d["srm"])))]
+    for (bucket, dip), result in cells("deploy").items():
+        for deployed in DEPLOY_HOURS:
+            d = result[f"adjusted@{deployed}"]
+            where = f"{bucket} deploy {deployed:02d}:00 dip {dip:.0%}"
+            realistic += [(f"{where} regression", float(np.mean(d["reg"] != NEVER))),
+                          (f"{where} imbalance", float(np.mean(d["imbalance"])))]
+    for (bucket, dip), result in cells("ramp").items():
+        d = result["default"]
+        realistic += [(f"{bucket} ramp dip {dip:.0%} regression", float(np.mean(d["reg"] != NEVER))),
+                      (f"{bucket} ramp dip {dip:.0%} imbalance", float(np.mean(d["imbalance"]))),
+                      (f"{bucket} ramp dip {dip:.0%} sample ratio", float(np.mean(d["srm"])))]
+    print_goals(judged, config.alpha, realistic)
     log(f"total {time.perf_counter() - started:.0f} s")
     return 0
 
