@@ -2,7 +2,8 @@
 
 Most of the spread of a session's DCG@k is which query it was (60–65% of its variance in the realistic
 simulated world, ``monitor/sim/world.py``). A covariate that measures the query's difficulty and that
-the canary cannot have changed removes that share from the comparison without moving its target.
+the canary cannot have changed removes that share from the comparison without moving its target, as
+long as both arms see the same mix of queries ("What it estimates" below).
 
 **The covariate.** For a session of query q, c is q's mean DCG@k over the scored sessions of a period
 *before* the comparison's (the baseline's history: ``query_covariate``); a query with fewer than
