@@ -30,7 +30,7 @@ decides, as before.
 
 >>> import numpy as np
 >>> round(float(np.exp(zero_mean_upper(np.array(200.0), 11.09, 0.0005))), 3)  # head DCG@40, 200 zeros
-0.413
+0.414
 """
 
 from __future__ import annotations
