@@ -298,6 +298,7 @@ def test_merging_measure_aggregates_equals_the_whole_stream(
             assert want is not None and math.isclose(want, statistics.fmean(defined), rel_tol=1e-9, abs_tol=1e-12)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(split(st.lists(judged_lists(), max_size=30)))
 def test_merging_pair_aggregates_equals_the_whole_stream(case: tuple[list[JudgedList], list[list[JudgedList]]]) -> None:
@@ -320,6 +321,7 @@ def test_merging_pair_aggregates_equals_the_whole_stream(case: tuple[list[Judged
     assert single.lists == len(whole)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(st.lists(judged_lists(), max_size=30))
 def test_aggregate_pnr_is_the_ratio_of_summed_brute_force_counts(lists: list[JudgedList]) -> None:

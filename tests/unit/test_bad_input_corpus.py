@@ -125,6 +125,7 @@ def test_interleave_keeps_the_stream_order_and_spreads_every_sample() -> None:
     assert inserted[0][0] < len(mixed) // 20 and inserted[-1][0] > len(mixed) * 19 // 20
 
 
+@pytest.mark.slow
 def test_the_in_process_pipeline_dead_letters_the_corpus_by_code() -> None:
     config = StreamConfig(budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
     pipeline = MemoryPipeline(config, SEED_SCALE, partitions=4)

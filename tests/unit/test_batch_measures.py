@@ -9,6 +9,7 @@ cutoffs from 1 to past every list's end) take both ways, and every measure kind 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,6 +35,7 @@ def judged_lists(draw: st.DrawFn) -> JudgedList:
     return JudgedList.build(docs[:size], sorted(scores, reverse=True), labels, 3)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(judged_lists(), max_size=12), st.integers(1, 45))
 def test_every_measure_equals_compute_on_each_list(lists: list[JudgedList], k: int) -> None:

@@ -164,6 +164,7 @@ def test_slope_zero_is_the_unadjusted_time_matched_comparison() -> None:
     assert np.isfinite(base_m.value[-1]) and np.isfinite(cand_m.value[-1])
 
 
+@pytest.mark.slow
 def test_the_variance_matches_the_spread_of_simulated_estimates_and_the_estimate_is_unbiased() -> None:
     """Var(θ̂) from one sample's sums vs the variance of θ̂ over 3,000 simulated canaries (a true drop of 5%,
     two time strata with different query mixes, 15% of sessions without a covariate); and the mean of θ̂
@@ -194,6 +195,7 @@ def test_the_variance_matches_the_spread_of_simulated_estimates_and_the_estimate
     assert np.mean(estimates) == pytest.approx(math.log(0.95), abs=3 * math.sqrt(spread / replicates) + 1e-3)
 
 
+@pytest.mark.slow
 def test_aa_streams_under_continuous_monitoring_keep_false_regressions_below_alpha() -> None:
     """1,000 identical canaries, looked at after every batch of 50 sessions up to 6,000, adjusted, time
     matched (4 strata) and sticky: the sequence misses the truth (0) in at most α of them."""

@@ -24,6 +24,8 @@ from monitor.core.stream.session import query_key
 from monitor.pipeline.memory import MemoryPipeline
 from tests.support.streams import impression, label
 
+pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "not integration and not slow")
+
 HOUR, DAY, EPOCH = 3600.0, 86400.0, 900.0
 CONFIG = StreamConfig(join_window=300, state_ttl=600, min_coverage=0.5, epoch=EPOCH, history=4 * DAY,
                       budget={"head": 1e9, "torso": 1e9, "tail": 1e9})

@@ -27,6 +27,8 @@ from monitor.core.canary.paths import (
 )
 from monitor.sim.world import DEFAULT_SETTINGS, HOURS, World
 
+pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "not integration and not slow")
+
 CONFIG = CanaryConfig()
 CODES = {"pass": PASS, "inconclusive": INCONCLUSIVE, "regression": REGRESSION}
 

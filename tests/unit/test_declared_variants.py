@@ -31,6 +31,8 @@ from tests.support.declared_variants import (
     with_junk,
 )
 
+pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "not integration and not slow")
+
 REAL_RANKERS, REAL_VARIANTS = {"ranker-a", "ranker-b"}, {"control", "canary"}
 
 

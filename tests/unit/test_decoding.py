@@ -131,6 +131,7 @@ FIELDS = ["type", "session_id", "query", "ranker", "ts", "results", "variant", "
 @settings(max_examples=3000, deadline=None)
 @given(BASES, st.lists(st.tuples(st.sampled_from(FIELDS), st.one_of(VALUE, st.just(KeyError))), max_size=2),
        st.booleans())
+@pytest.mark.slow
 def test_generated_events_agree_with_the_reference(base: dict[str, Any], edits: list[tuple[str, Any]],
                                                    ascii_only: bool) -> None:
     """Valid events (of every shape) with up to two fields replaced by a value validators trip on, or
@@ -147,6 +148,7 @@ def test_generated_events_agree_with_the_reference(base: dict[str, Any], edits: 
     agree(raw, SEED_SCALE, Limits(max_results=2, max_grades=1, max_id_chars=2, max_query_chars=3))
 
 
+@pytest.mark.slow
 @settings(max_examples=1000, deadline=None)
 @given(BASES, st.sampled_from(["doc_id", "position", "score", "grade"]), VALUE)
 def test_an_item_of_the_results_or_grades_edited_agrees_with_the_reference(base: dict[str, Any], name: str,

@@ -31,6 +31,8 @@ from monitor.demo.settings import DemoSettings, stream_config
 from monitor.sim import Simulation
 from tests.support.simulated import recompute as recompute_truth
 
+pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "not integration and not slow")
+
 GAINS = [0.0, 0.3, 0.7, 1.0]
 REGRESSED = DemoSettings(sessions=5000, hours=4.0, seed=3)  # the default: 10% in the tail
 HEALTHY = DemoSettings(sessions=4000, hours=3.0, seed=3, regression=0.0)  # 280+ tail canary sessions

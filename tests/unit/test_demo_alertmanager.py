@@ -23,6 +23,8 @@ from monitor.demo.canary import CanaryJudge
 from monitor.demo.demo import DemoOptions, run_demo
 from monitor.demo.settings import DemoSettings
 
+pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "not integration and not slow")
+
 SETTINGS = DemoSettings(sessions=1500, hours=2.0, seed=1, regression=0.5, bucket="all")
 ARGS = ["--fast", "--port", "0", "--sessions", "1500", "--hours", "2", "--seed", "1", "--regression", "0.5",
         "--bucket", "all", "--json"]

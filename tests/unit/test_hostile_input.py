@@ -30,6 +30,8 @@ from monitor.core.stream.partition import partition_for
 from monitor.pipeline.memory import MemoryPipeline
 from tests.support.hostile import FAR_FUTURE, Events, ghost, impression, resent_old_grades, world
 
+pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "not integration and not slow")
+
 CONFIG = StreamConfig(join_window=1800, min_coverage=0.8, budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
 PARTITIONS = 3
 NOW = 1_800_000_000.0  # the wall clock of these runs (2027); the simulated stream is in 2025

@@ -478,6 +478,7 @@ def test_fixed_measure_strings_parse_to_the_kind_they_name(text: str) -> None:
     assert text.startswith(measure.name)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(cases())
 def test_compute_matches_brute_force_for_the_listed_measures(case: Case) -> None:
@@ -506,6 +507,7 @@ def fully_judged_cases(draw: st.DrawFn) -> Case:
     return Case(case.doc_ids, case.scores, labels, levels, case.gain_table, case.relevant_from, case.max_level)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(fully_judged_cases())
 def test_compute_kendall_tau_matches_brute_force_on_fully_judged_lists(case: Case) -> None:

@@ -27,6 +27,8 @@ from monitor.pipeline.memory import MemoryPipeline
 from tests.support.quiet_flood import CONFIG, Events, ghost, quiet_stream, run
 from tests.support.streams import impression, label, random_stream
 
+pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "not integration and not slow")
+
 
 def same_numbers(a: MemoryPipeline, b: MemoryPipeline) -> bool:
     """Equal totals per group to 1e-9, join lag aside (when a session is first scored depends on when it

@@ -21,6 +21,8 @@ from monitor.demo.events_file import LineError, read_events
 from monitor.demo.settings import DemoSettings
 from monitor.sim import Simulation
 
+pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "not integration and not slow")
+
 SETTINGS = DemoSettings(sessions=1000, hours=1.5, seed=11, invalid_rate=0.01)
 
 

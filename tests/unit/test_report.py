@@ -19,6 +19,8 @@ from monitor.demo.recording import read_recording
 from monitor.demo.series import arm_series, verdict_series
 from monitor.demo.settings import DemoSettings
 
+pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "not integration and not slow")
+
 SETTINGS = DemoSettings(sessions=1500, hours=2.0, seed=1, regression=0.5, bucket="all")  # fires in head
 FIGURES = ("dcg", "pnr", "canary", "coverage")
 

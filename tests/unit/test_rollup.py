@@ -41,6 +41,8 @@ from monitor.worker.exporter import TICK, Exporter
 from monitor.worker.rollup import FORMAT, Rollup, Shared, decode, encode, fingerprint
 from monitor.worker.settings import SettingsError, load_settings
 
+pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "not integration and not slow")
+
 CONFIG = StreamConfig()
 
 

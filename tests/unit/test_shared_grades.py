@@ -35,6 +35,8 @@ from tests.support.shared_grades import (
 )
 from tests.support.streams import impression, interleave, label, submit_all
 
+pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "not integration and not slow")
+
 
 def assert_equals_brute_force(pipeline: MemoryPipeline, expected: dict[str, dict[str, float]]) -> None:
     got = pipeline.windows()

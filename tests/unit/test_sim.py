@@ -34,6 +34,8 @@ from monitor.sim import (
     write_jsonl,
 )
 
+pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "not integration and not slow")
+
 SEED_GAINS = (0.0, 0.3, 0.7, 1.0)  # 无 / 低 / 中 / 高 on the seed scale
 
 

@@ -108,6 +108,7 @@ def reference(truth: dict[str, dict], config: StreamConfig) -> dict[str, dict[st
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(3))
 def test_any_interleaving_gives_the_offline_recomputation(seed: int) -> None:
     config = StreamConfig(join_window=300, min_coverage=0.6,
@@ -183,6 +184,7 @@ def test_a_query_level_correction_reaches_a_session_already_scored() -> None:
     assert summary.sessions == 1 and summary.dcg == pytest.approx(0.3)
 
 
+@pytest.mark.slow
 def test_in_process_state_stays_bounded_and_pruning_changes_no_number() -> None:
     """Hours past state_ttl: sessions, early labels, query judgments, sketch and slices are forgotten as
     Redis would expire them, memory follows state_ttl rather than the stream's length, and the rolling

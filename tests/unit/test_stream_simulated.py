@@ -17,6 +17,8 @@ from monitor.pipeline.memory import MemoryPipeline
 from monitor.sim import SimConfig, simulate
 from tests.support.simulated import CONFIG, recompute
 
+pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "not integration and not slow")
+
 
 @pytest.mark.parametrize("partitions", [1, 4])
 def test_simulated_stream_equals_offline_recomputation(partitions: int) -> None:
