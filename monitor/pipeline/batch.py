@@ -17,11 +17,9 @@ from typing import NamedTuple
 from monitor.core.events import Annotation, Deploy, EventError
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.counted import Counted
-from monitor.core.stream.history import Seen, epoch_of, see
+from monitor.core.stream.effects import Aggregates, Retention
 from monitor.core.stream.labels import Labels, Stamps
-from monitor.core.stream.rollup import slice_keys
 from monitor.core.stream.session import SessionRecord
-from monitor.core.stream.stats import is_removal
 from monitor.core.stream.transition import Transition
 from monitor.pipeline.keys import SEQ, Keys
 from monitor.pipeline.scripts import Ops, early_json
@@ -37,6 +35,13 @@ def deploy_record(deploy: Deploy) -> dict[str, object]:
     if deploy.share is not None:
         record["share"] = deploy.share
     return record
+
+
+def _fields(groups: Mapping[str, Mapping[str, float]]) -> list[str]:
+    """HINCRBYFLOAT's arguments for a hash of ``group|stat`` fields (the Redis encoding of grouped sums:
+    ``reader.grouped`` splits them back at the last ``|``)."""
+    return [a for group, stats in groups.items() for name, value in stats.items()
+            for a in (f"{group}|{name}", repr(value))]
 
 
 class Outcome(NamedTuple):
@@ -97,7 +102,8 @@ class StateBehind(Exception):
 @dataclass
 class Batch:
     """What a batch's transitions change, merged: the last value of each record, early-label set,
-    deadline and watermark; sums of the aggregate, counter, sketch and budget increments."""
+    deadline and watermark, the sketch and budget increments (the partition's own state), and the shared
+    aggregates folded by :class:`~monitor.core.stream.effects.Aggregates` (``aggregates``)."""
 
     partition: int
     watermark: float | None = None
@@ -105,16 +111,9 @@ class Batch:
     early: dict[str, Labels | None] = field(default_factory=dict)
     early_stamps: dict[str, Stamps] = field(default_factory=dict)  # the ts of each early label set's grades
     deadlines: dict[str, float | None] = field(default_factory=dict)
-    slices: dict[tuple[str, int], dict[str, float]] = field(default_factory=dict)
-    added: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    removed: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    counters: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
-    epochs: dict[int, dict[str, float]] = field(default_factory=dict)
-    query_epochs: dict[int, dict[str, float]] = field(default_factory=dict)
-    seen: Seen = field(default_factory=dict)
+    aggregates: Aggregates = field(default_factory=Aggregates)
     sketch: dict[int, dict[str, float]] = field(default_factory=dict)
     budget: dict[tuple[str, int], float] = field(default_factory=lambda: defaultdict(float))
-    deploys: list[Deploy] = field(default_factory=list)
     entries: list[bytes] = field(default_factory=list)
 
     def add(self, t: Transition, config: StreamConfig) -> None:
@@ -131,61 +130,35 @@ class Batch:
             self.deadlines[session_id] = deadline
         for session_id in t.drop_deadlines:
             self.deadlines[session_id] = None
-        for ts, group, delta in t.deltas:
-            for key in slice_keys(ts, config):
-                fields = self.slices.setdefault(key, defaultdict(float))
-                for name, value in delta.items():
-                    fields[f"{group}|{name}"] += value
-            removal = is_removal(delta)
-            totals = self.removed if removal else self.added
-            for name, value in delta.items():
-                totals[f"{group}|{name}"] += -value if removal else value
-            fields = self.epochs.setdefault(epoch_of(ts, config.epoch), defaultdict(float))
-            for name, value in delta.items():
-                fields[f"{group}|{name}"] += value
-        if config.query_history:
-            for ts, query_group, delta in t.query_deltas:
-                fields = self.query_epochs.setdefault(epoch_of(ts, config.epoch), defaultdict(float))
-                for name, value in delta.items():
-                    fields[f"{query_group}|{name}"] += value
-        if t.seen is not None:
-            see(self.seen, *t.seen)
-        if t.impression is not None:
-            ts, group = t.impression
-            fields = self.epochs.setdefault(epoch_of(ts, config.epoch), defaultdict(float))
-            fields[f"{group}|impressions"] += 1.0
-        for group, name, amount in t.counters:
-            self.counters[(group, name)] += amount
+        self.aggregates.add(t, config)
         for index, cell in t.sketch:
             cells = self.sketch.setdefault(index, defaultdict(float))
             cells[cell] += 1.0
         if t.budget is not None:
             bucket, period, amount = t.budget
             self.budget[(bucket, period)] += amount
-        self.deploys.extend(t.deploys)
 
     def add_counted(self, watermark: float, counted: Counted) -> None:
         """:meth:`add` of the transition of an impression the step only counts
         (:meth:`~monitor.pipeline.partition_state.PartitionState.count_only`), without building it."""
         self.watermark = watermark
-        see(self.seen, *counted.seen)
-        fields = self.epochs.get(counted.epoch)
-        if fields is None:
-            fields = self.epochs[counted.epoch] = defaultdict(float)
-        fields[f"{counted.group}|impressions"] += 1.0
-        self.counters[(counted.group, "impressions")] += 1.0
+        self.aggregates.add_counted(counted)
         cells = self.sketch.get(counted.slice)
         if cells is None:
             cells = self.sketch[counted.slice] = defaultdict(float)
         for name in counted.fields:
             cells[name] += 1.0
 
+    def count(self, name: str, amount: float = 1.0) -> None:
+        """A counter of the partition without a group (dead letters, stale labels)."""
+        self.aggregates.count("", name, amount)
+
     def ops(self, keys: Keys, config: StreamConfig, offsets: Mapping[str, int],
             fence: str | None = None) -> Ops:
         """Everything the batch changed, its outbox entries and ``offsets`` as the writes of one
         :data:`~monitor.pipeline.scripts.APPLY_OPS` call (every key is in the partition's hash slot).
         ``fence``: the partition's commit counter as read before the batch (``None``: not fenced)."""
-        partition, ttl = self.partition, str(int(config.state_ttl))
+        partition, ttl = self.partition, str(int(Retention(config).session))
         ops = Ops()
         meta = keys.p(partition, "meta")
         if fence is not None:
@@ -212,42 +185,43 @@ class Batch:
             ops.add("zadd", keys.p(partition, "dl"), *added)
         if dropped:
             ops.add("zrem", keys.p(partition, "dl"), *dropped)
-        for (window, index), fields in self.slices.items():
+        retention = Retention(config)
+        shared = self.aggregates
+        for (window, index), groups in shared.slices.items():
             key = keys.p(partition, "agg", window, index)
-            ops.add("hincr", key, *(a for name, value in fields.items() for a in (name, repr(value))))
-            ops.add("expire", key, str(int(config.windows[window] + 2 * config.slice_width(window))))
-        for direction, totals in (("add", self.added), ("rem", self.removed)):
+            ops.add("hincr", key, *_fields(groups))
+            ops.add("expire", key, str(int(retention.slice(window))))
+        for direction, totals in (("add", shared.added), ("rem", shared.removed)):
             if totals:
-                ops.add("hincr", keys.p(partition, direction),
-                        *(a for name, value in totals.items() for a in (name, repr(value))))
-        for kind, epochs in (("ep", self.epochs), ("qep", self.query_epochs)):
-            for index, fields in epochs.items():
+                ops.add("hincr", keys.p(partition, direction), *_fields(totals))
+        for kind, epochs in (("ep", shared.epochs), ("qep", shared.query_epochs)):
+            for index, groups in epochs.items():
                 key = keys.p(partition, kind, index)
-                ops.add("hincr", key, *(a for name, value in fields.items() for a in (name, repr(value))))
-                ops.add("expire", key, str(int(config.history + 2 * config.epoch)))
-        if self.seen:
+                ops.add("hincr", key, *_fields(groups))
+                ops.add("expire", key, str(int(retention.epoch)))
+        if shared.seen:
             seen = keys.p(partition, "seen")
-            ops.add("hmin", seen, *(a for (arm, ranker), (first, _) in self.seen.items()
+            ops.add("hmin", seen, *(a for (arm, ranker), (first, _) in shared.seen.items()
                                     for a in (f"first|{arm}|{ranker}", repr(first))))
-            ops.add("hmax", seen, *(a for (arm, ranker), (_, last) in self.seen.items()
+            ops.add("hmax", seen, *(a for (arm, ranker), (_, last) in shared.seen.items()
                                     for a in (f"last|{arm}|{ranker}", repr(last))))
-        if self.counters:
-            ops.add("hincr", keys.p(partition, "cnt"),
-                    *(a for (group, name), n in self.counters.items() for a in (f"{group}|{name}", repr(n))))
+        if shared.counters:
+            ops.add("hincr", keys.p(partition, "cnt"), *(a for (group, name), n in shared.counters.items()
+                                                         for a in (f"{group}|{name}", repr(n))))
         width = config.sketch_width
         for index, cells in self.sketch.items():  # one BITFIELD of u32 counters per slice (sketch_cache.py)
             key = keys.p(partition, "cmsb", index)
             first, last = ops.span([a for cell, count in cells.items() for a in (
                 "INCRBY", "u32", f"#{field_index(cell, width)}", str(int(count)))])
             ops.add("bitincr", key, first, last)
-            ops.add("expire", key, str(int(config.frequency_window * 2)))
+            ops.add("expire", key, str(int(retention.sketch)))
         for (bucket, period), used in self.budget.items():
             key = keys.p(partition, "bud", period)
             ops.add("hincr", key, bucket, repr(used))
-            ops.add("expire", key, str(int(config.budget_period * 2)))
-        if self.deploys:
-            ops.add("rpushv", keys.p(partition, "deploys"), *(ops.value(json.dumps(deploy_record(d)))
-                                                             for d in self.deploys))
+            ops.add("expire", key, str(int(retention.budget)))
+        if shared.deploys:
+            ops.add("rpushv", keys.p(partition, "deploys"),
+                    *(ops.value(json.dumps(deploy_record(d))) for d in shared.deploys))
         if self.entries:
             ops.add("rpushv", keys.p(partition, "outbox"), *(ops.value(e) for e in self.entries))
         if offsets:

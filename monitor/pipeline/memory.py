@@ -2,9 +2,11 @@
 
 Events are submitted as raw bytes with their topic, validated exactly as the worker validates them
 (invalid ones become dead letters with their reason), routed to a partition by key, and run through the
-same :func:`monitor.core.stream.join.step`. Query-level judgments fan out to the query's sessions
-through the same path as session annotations, as the worker does through Kafka, and so do the refreshes
-of a query's shared grades (a session's own grades reused by the query's other sessions).
+same :func:`monitor.core.stream.join.step`; what each step adds to the shared aggregates is folded by the
+same :class:`~monitor.core.stream.effects.Aggregates` the Redis batch encodes. Query-level judgments fan
+out to the query's sessions through the same path as session annotations, as the worker does through
+Kafka, and so do the refreshes of a query's shared grades (a session's own grades reused by the query's
+other sessions).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from monitor.core.events import (
 from monitor.core.grades import Scale
 from monitor.core.stream.admission import future_error, past_error, undeclared_error
 from monitor.core.stream.config import StreamConfig
-from monitor.core.stream.history import History, Seen, add_epoch, prune_epochs, prune_seen, see
+from monitor.core.stream.effects import Aggregates
+from monitor.core.stream.history import History
 from monitor.core.stream.join import close_step, quiet_horizon, step
 from monitor.core.stream.labels import (
     Labels,
@@ -40,14 +43,13 @@ from monitor.core.stream.labels import (
     shared_refresh,
 )
 from monitor.core.stream.partition import partition_for
-from monitor.core.stream.rollup import rollup, slice_keys, wanted_slices
-from monitor.core.stream.stats import Stats, add, is_removal
+from monitor.core.stream.rollup import rollup
+from monitor.core.stream.stats import Stats
 from monitor.core.stream.transition import AnnotationRequest, Loaded, Transition
 from monitor.export.snapshot import Snapshot
 from monitor.pipeline.partition_state import PartitionState
 
 TOPICS = ("impressions", "annotations", "deploys")
-IMPRESSION = {"impressions": 1.0}  # what a counted impression adds to its group in its epoch
 
 
 @dataclass(frozen=True)
@@ -81,17 +83,11 @@ class MemoryPipeline:
         self.config, self.scale, self.limits, self.partitions = config, scale, limits, partitions
         self.clock = clock
         self.state = [PartitionState() for _ in range(partitions)]
-        self.slices: list[dict[tuple[str, int], dict[str, Stats]]] = [{} for _ in range(partitions)]
         self.query_labels: dict[str, Labels] = {}
         self.query_stamps: dict[str, Stamps] = {}  # the ts of each query judgment that came with one
         self.shared: dict[str, SharedGrades] = {}  # query key → its shared grades
         self.pending_queries: dict[str, set[tuple[int, str]]] = {}
-        self.counters: dict[tuple[str, str], float] = {}
-        self.totals_added: dict[str, Stats] = {}
-        self.totals_removed: dict[str, Stats] = {}
-        self.epochs: dict[int, dict[str, Stats]] = {}
-        self.query_epochs: dict[int, dict[str, Stats]] = {}
-        self.seen: Seen = {}
+        self.aggregates = Aggregates()  # every partition's: what a reader sums over partitions anyway
         self.dead_letters: deque[DeadLetter] = deque(maxlen=keep)
         self.requests: deque[AnnotationRequest] = deque(maxlen=keep)
         self.deploys: deque[Event] = deque(maxlen=keep)
@@ -124,7 +120,7 @@ class MemoryPipeline:
         except EventError as error:
             self.dead_letters.append(DeadLetter(topic, partition, offset, error.code, error.field,
                                                 error.reason, value))
-            self._count("", f"dead_letter:{error.code}")
+            self.aggregates.count("", f"dead_letter:{error.code}")
             return
         self._queue.append((target, event))
         while self._queue:
@@ -161,29 +157,16 @@ class MemoryPipeline:
     def _apply(self, partition: int, t: Transition) -> None:
         state = self.state[partition]
         evicted = state.apply(t, self.config.max_early_sessions)
+        shared = self.aggregates
         if evicted:  # a flood of labels for sessions never shown: the oldest waiting ones make room
-            self._count("", "labels_dropped:evicted", float(sum(len(labels) for _, labels in evicted)))
-            self._count("", "early_sessions_evicted", float(len(evicted)))
-        for ts, group, delta in t.deltas:
-            for slice_key in slice_keys(ts, self.config):
-                add(self.slices[partition].setdefault(slice_key, {}).setdefault(group, {}), delta)
-            removal = is_removal(delta)
-            target = self.totals_removed if removal else self.totals_added
-            add(target.setdefault(group, {}), delta, -1.0 if removal else 1.0)
-            add_epoch(self.epochs, ts, self.config.epoch, group, delta)
-        if self.config.query_history:
-            for ts, key, delta in t.query_deltas:
-                add_epoch(self.query_epochs, ts, self.config.epoch, key, delta)
-        if t.seen is not None:
-            see(self.seen, *t.seen)
-        if t.impression is not None:
-            add_epoch(self.epochs, t.impression[0], self.config.epoch, t.impression[1], IMPRESSION)
-        for group, name, amount in t.counters:
-            self._count(group, name, amount)
+            shared.count("", "labels_dropped:evicted", float(sum(len(labels) for _, labels in evicted)))
+            shared.count("", "early_sessions_evicted", float(len(evicted)))
+        shared.add(t, self.config)
         for query, session_id in t.pending_queries:
             self.pending_queries.setdefault(query, set()).add((partition, session_id))
         self.requests.extend(t.requests)
-        self.deploys.extend(t.deploys)
+        self.deploys.extend(shared.deploys)  # kept here, the latest ``keep`` of them
+        shared.deploys.clear()
         if t.query_labels is not None:
             key, labels = t.query_labels
             merged, stamps, winners, stale = merge_grades(self.query_labels.get(key, {}),
@@ -192,7 +175,7 @@ class MemoryPipeline:
             if stamps:
                 self.query_stamps[key] = stamps
             if stale:
-                self._count("", "stale_labels", float(stale))
+                shared.count("", "stale_labels", float(stale))
             self.query_seen[key] = self.watermark
             if winners:  # only the grades that won reach the sessions
                 self._fan_out(key, winners, t.query_ts)
@@ -217,27 +200,22 @@ class MemoryPipeline:
             if record is not None:
                 self._queue.append((partition, fan_out_annotation(session_id, labels, self.scale, ts)))
 
-    def _count(self, group: str, name: str, delta: float = 1.0) -> None:
-        self.counters[(group, name)] = self.counters.get((group, name), 0.0) + delta
+    @property
+    def counters(self) -> dict[tuple[str, str], float]:
+        """(group, name) → count, over all partitions."""
+        return self.aggregates.counters
 
     def prune(self) -> None:
         """Forget state older than ``state_ttl`` in event time (what Redis would have expired): sessions,
-        early labels, query judgments and their session index, slices no window reads any more."""
+        early labels, query judgments and their session index, and the aggregates no reader needs
+        (:meth:`~monitor.core.stream.effects.Aggregates.prune`)."""
         watermark = self.watermark
         if not math.isfinite(watermark):
             return
         gone: set[tuple[int, str]] = set()
         for partition, state in enumerate(self.state):
             gone.update((partition, sid) for sid in state.prune(self.config))
-            wanted: dict[str, int] = {}
-            for window, index in wanted_slices(watermark, self.config):
-                wanted[window] = min(index, wanted.get(window, index))
-            slices = self.slices[partition]
-            for old in [k for k in slices if k[1] < wanted.get(k[0], k[1])]:
-                del slices[old]
-        prune_epochs(self.epochs, watermark, self.config.epoch, self.config.history)
-        prune_epochs(self.query_epochs, watermark, self.config.epoch, self.config.history)
-        prune_seen(self.seen, watermark, self.config.history)
+        self.aggregates.prune(watermark, self.config)
         horizon = watermark - self.config.state_ttl
         for query in [q for q, seen in self.query_seen.items() if seen == -math.inf]:
             self.query_seen[query] = watermark  # judged before any impression: kept from the first prune on
@@ -272,20 +250,23 @@ class MemoryPipeline:
                     break
 
     def windows(self, watermark: float | None = None) -> dict[tuple[str, str], Stats]:
-        return rollup(self.slices, self.watermark if watermark is None else watermark, self.config)
+        return rollup([self.aggregates.slices], self.watermark if watermark is None else watermark,
+                      self.config)
 
     def snapshot(self) -> Snapshot:
         """The state an exporter reads (see :class:`monitor.export.snapshot.Snapshot`)."""
-        return Snapshot(self.config, self.watermark, self.windows(), dict(self.counters),
-                        {g: dict(s) for g, s in self.totals_added.items()},
-                        {g: dict(s) for g, s in self.totals_removed.items()})
+        shared = self.aggregates
+        return Snapshot(self.config, self.watermark, self.windows(), dict(shared.counters),
+                        {g: dict(s) for g, s in shared.added.items()},
+                        {g: dict(s) for g, s in shared.removed.items()})
 
     def history(self) -> History:
         """The canary comparisons' input: every epoch kept and when each ranker was seen."""
         def copy(epochs: dict[int, dict[str, Stats]]) -> dict[int, dict[str, Stats]]:
             return {i: {g: dict(s) for g, s in groups.items()} for i, groups in epochs.items()}
 
-        return History(self.config.epoch, copy(self.epochs), dict(self.seen), copy(self.query_epochs))
+        shared = self.aggregates
+        return History(self.config.epoch, copy(shared.epochs), dict(shared.seen), copy(shared.query_epochs))
 
     def counter(self, name: str, group: str = "") -> float:
         return self.counters.get((group, name), 0.0)

@@ -123,7 +123,7 @@ class RedisState(Reader):
         batch = Batch(partition)
         for index, error in rejected:
             outcomes[index] = Outcome(dead_letter=error)
-            batch.counters[("", f"dead_letter:{error.code}")] += 1.0
+            batch.count(f"dead_letter:{error.code}")
         read = await prefetch(self.redis, self.keys, self.scripts, self.config, partition, watermark,
                               [e for _, e in events], spent, self.partitions, self.sketches)
         state, query_labels, shared, query_stamps = (read.state, read.query_labels, read.shared,
@@ -134,7 +134,7 @@ class RedisState(Reader):
             stale = past_error(event, state.watermark, self.config)
             if stale is not None:
                 outcomes[index] = Outcome(dead_letter=stale)
-                batch.counters[("", f"dead_letter:{stale.code}")] += 1.0
+                batch.count(f"dead_letter:{stale.code}")
                 continue
             if isinstance(event, Impression):  # most traffic: only counted, no Loaded, step or Transition
                 counted = state.count_only(event, query_labels, self.config, self.partitions)
@@ -161,7 +161,7 @@ class RedisState(Reader):
         spread, lost = await query_writes(self.redis, self.keys, self.scripts, self.config, self.scale,
                                           partition, steps)
         if lost:
-            batch.counters[("", "stale_labels")] += float(lost)
+            batch.count("stale_labels", float(lost))
         for index, transition, _ in steps:
             outcomes[index] = Outcome(transition=transition, fan_out=tuple(spread.get(index, ())))
         for index, message in enumerate(messages):
@@ -231,7 +231,7 @@ class RedisState(Reader):
             return Outcome(skipped=True)
         outcome = Outcome(dead_letter=error)
         batch = Batch(partition)
-        batch.counters[("", f"dead_letter:{error.code}")] += 1.0
+        batch.count(f"dead_letter:{error.code}")
         if message.outbox is not None:
             batch.entries.extend(message.outbox(partition, message, outcome))
         await self._commit(partition, batch, {message.topic: message.offset}, fence=meta.get(SEQ, ""))
@@ -251,7 +251,7 @@ class RedisState(Reader):
         spread, lost = await query_writes(self.redis, self.keys, self.scripts, self.config, self.scale,
                                           partition, [(0, transition, loaded)])
         if lost:
-            batch.counters[("", "stale_labels")] += float(lost)
+            batch.count("stale_labels", float(lost))
         await self._commit(partition, batch, {})
         return Outcome(transition=transition, fan_out=tuple(spread.get(0, ())))
 

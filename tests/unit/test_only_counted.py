@@ -107,14 +107,14 @@ def test_the_lean_path_commits_what_the_full_step_commits(seed: int) -> None:
     # the commit covers the epochs' impressions (the canary's sample-ratio check): per declared group, the
     # epochs' impressions sum to its impressions counter; the undeclared (``other``) add none
     in_epochs: dict[str, float] = {}
-    for fields in lean_batch.epochs.values():
-        for name, value in fields.items():
-            group, _, stat = name.rpartition("|")
-            if stat == "impressions":
-                in_epochs[group] = in_epochs.get(group, 0.0) + value
-    counters = {group: n for (group, name), n in lean_batch.counters.items() if name == "impressions"}
+    lean, full = lean_batch.aggregates, full_batch.aggregates
+    for groups in lean.epochs.values():
+        for group, stats in groups.items():
+            if "impressions" in stats:
+                in_epochs[group] = in_epochs.get(group, 0.0) + stats["impressions"]
+    counters = {group: n for (group, name), n in lean.counters.items() if name == "impressions"}
     assert in_epochs == {g: n for g, n in counters.items() if not g.endswith("|other")}
-    assert lean_batch.epochs == full_batch.epochs and sum(in_epochs.values()) > taken
+    assert lean.epochs == full.epochs and sum(in_epochs.values()) > taken
 
 
 def test_the_lean_path_declines_what_the_step_must_see() -> None:

@@ -1,0 +1,148 @@
+"""What the steps of the join add to the shared aggregates, folded in one place: the rolling-window slices,
+the totals added and taken back, the canary history's epochs and per-query epochs, the rankers'
+sightings, the counters and the deploys. Each store only applies an :class:`Aggregates`: the in-process
+one keeps one per partition (``monitor/pipeline/memory.py``), the Redis one encodes a batch's as one
+atomic commit (``monitor/pipeline/batch.py``, ``apply.lua``), and how long each kind is kept is
+:class:`Retention`'s, for both.
+
+A new per-session statistic is a new field of :func:`~monitor.core.stream.stats.session_stats`: it flows
+through here, the stores and the Lua commit unchanged (sums of named fields), and only its exporter
+needs to know it.
+
+>>> from monitor.core.stream.transition import Transition
+>>> a = Aggregates()
+>>> a.add(Transition(0.0, deltas=[(10.0, "tail|r|control", {"sessions": 1.0, "dcg": 2.0})]), StreamConfig())
+>>> a.added["tail|r|control"], a.epochs[0]["tail|r|control"]["dcg"]
+({'sessions': 1.0, 'dcg': 2.0}, 2.0)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from monitor.core.events import Deploy
+from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.counted import Counted
+from monitor.core.stream.history import Seen, epoch_of, prune_epochs, prune_seen, see
+from monitor.core.stream.rollup import SliceKey, slice_keys, wanted_slices
+from monitor.core.stream.stats import Stats, is_removal
+from monitor.core.stream.transition import Transition
+
+Grouped = dict[str, Stats]  # group (or group|query key) -> its field sums
+
+
+def _add(into: Grouped, group: str, delta: Mapping[str, float], sign: float = 1.0) -> None:
+    stats = into.get(group)
+    if stats is None:
+        stats = into[group] = {}
+    for name, value in delta.items():
+        stats[name] = stats.get(name, 0.0) + sign * value
+
+
+@dataclass
+class Aggregates:
+    """The shared aggregates' increments (module docstring): ``slices`` (window, slice index) → group →
+    sums; ``added`` and ``removed`` group → cumulative sums (a take-back is summed, positive, into
+    ``removed``); ``epochs`` epoch → group → sums (and each group's ``impressions``); ``query_epochs``
+    epoch → ``group|query key`` → n, x, xx; ``seen`` (arm, ranker) → first and last time; ``counters``
+    (group, name) → count; ``deploys`` in arrival order."""
+
+    slices: dict[SliceKey, Grouped] = field(default_factory=dict)
+    added: Grouped = field(default_factory=dict)
+    removed: Grouped = field(default_factory=dict)
+    epochs: dict[int, Grouped] = field(default_factory=dict)
+    query_epochs: dict[int, Grouped] = field(default_factory=dict)
+    seen: Seen = field(default_factory=dict)
+    counters: dict[tuple[str, str], float] = field(default_factory=dict)
+    deploys: list[Deploy] = field(default_factory=list)
+
+    def add(self, t: Transition, config: StreamConfig) -> None:
+        """Fold in what the step ``t`` adds."""
+        for ts, group, delta in t.deltas:
+            for where in slice_keys(ts, config):
+                _add(self.slices.setdefault(where, {}), group, delta)
+            if is_removal(delta):
+                _add(self.removed, group, delta, -1.0)
+            else:
+                _add(self.added, group, delta)
+            _add(self.epochs.setdefault(epoch_of(ts, config.epoch), {}), group, delta)
+        if config.query_history:
+            for ts, key, delta in t.query_deltas:
+                _add(self.query_epochs.setdefault(epoch_of(ts, config.epoch), {}), key, delta)
+        if t.impression is not None:
+            ts, group = t.impression
+            self._impression(epoch_of(ts, config.epoch), group)
+        if t.seen is not None:
+            see(self.seen, *t.seen)
+        for group, name, amount in t.counters:
+            self.count(group, name, amount)
+        self.deploys.extend(t.deploys)
+
+    def add_counted(self, counted: Counted) -> None:
+        """:meth:`add` of an impression the step only counts (the lean path of most traffic), without
+        its transition: the same sightings, counter and epoch impressions."""
+        see(self.seen, *counted.seen)
+        self._impression(counted.epoch, counted.group)
+        self.count(counted.group, "impressions")
+
+    def _impression(self, epoch: int, group: str) -> None:
+        groups = self.epochs.get(epoch)
+        if groups is None:
+            groups = self.epochs[epoch] = {}
+        stats = groups.get(group)
+        if stats is None:
+            stats = groups[group] = {}
+        stats["impressions"] = stats.get("impressions", 0.0) + 1.0
+
+    def count(self, group: str, name: str, amount: float = 1.0) -> None:
+        key = (group, name)
+        self.counters[key] = self.counters.get(key, 0.0) + amount
+
+    def prune(self, watermark: float, config: StreamConfig) -> None:
+        """Forget what no reader needs any more at ``watermark`` (event time): slices no window reads,
+        epochs and sightings older than ``history`` (:class:`Retention`, the in-process store's
+        expiry)."""
+        if not math.isfinite(watermark):
+            return
+        oldest: dict[str, int] = {}
+        for window, index in wanted_slices(watermark, config):
+            oldest[window] = min(index, oldest.get(window, index))
+        for key in [k for k in self.slices if k[1] < oldest.get(k[0], k[1])]:
+            del self.slices[key]
+        prune_epochs(self.epochs, watermark, config.epoch, config.history)
+        prune_epochs(self.query_epochs, watermark, config.epoch, config.history)
+        prune_seen(self.seen, watermark, config.history)
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long the shared state is kept, in seconds, from the stream's settings: what the Redis commit
+    sets as each key's expiry and what :meth:`Aggregates.prune` keeps in process (by event time)."""
+
+    config: StreamConfig
+
+    def slice(self, window: str) -> float:
+        """A window's slice: the window, and two slices' width of margin."""
+        return self.config.windows[window] + 2 * self.config.slice_width(window)
+
+    @property
+    def epoch(self) -> float:
+        """An epoch of the canary history (and of the per-query history): ``history`` and two epochs."""
+        return self.config.history + 2 * self.config.epoch
+
+    @property
+    def sketch(self) -> float:
+        """A slice of the query-frequency sketch: two frequency windows."""
+        return self.config.frequency_window * 2
+
+    @property
+    def budget(self) -> float:
+        """A budget period's spend: two periods."""
+        return self.config.budget_period * 2
+
+    @property
+    def session(self) -> float:
+        """A session's record and its early labels: ``state_ttl``."""
+        return self.config.state_ttl
