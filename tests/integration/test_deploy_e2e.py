@@ -100,6 +100,17 @@ class Watcher:
     def ever_seen(self) -> set[tuple[str, str]]:
         return {key for _, seen in self.polls for key in seen}
 
+    def history_of(self, key: tuple[str, str]) -> str:
+        """When alert ``key`` was held, poll by poll (first and last poll, how many, each state seen): what
+        a failure needs to tell a transient flash from a verdict that held."""
+        held = [(i, at, seen[key]) for i, (at, seen) in enumerate(self.polls) if key in seen]
+        if not held:
+            return f"{key}: never held"
+        start = self.polls[0][0]
+        return (f"{key}: held in {len(held)} of {len(self.polls)} polls, from poll {held[0][0]} "
+                f"(+{held[0][1] - start:.1f} s) to poll {held[-1][0]} (+{held[-1][1] - start:.1f} s); "
+                f"states {sorted({state for _, _, state in held})}")
+
 
 @dataclass
 class Deploy:
@@ -214,7 +225,8 @@ def test_a_night_deploy_without_a_change_fires_nothing(run_deploy: Any) -> None:
     assert d.watcher.errors == []
     assert len(d.watcher.polls) > 40  # Alertmanager was watched throughout
     fired = d.watcher.ever_seen()
-    assert fired == set(), f"alerts about the unchanged ranker: {sorted(fired)}\n{describe(rows)}"  # not for a moment
+    assert fired == set(), (f"alerts about the unchanged ranker: {sorted(fired)}\n"  # not for a moment
+                            + "\n".join(d.watcher.history_of(key) for key in sorted(fired)) + f"\n{describe(rows)}")
     assert d.watcher.alerts() == []
 
     assert {(r["bucket"], r["metric"]) for r in rows} == BUCKET_METRICS, rows
