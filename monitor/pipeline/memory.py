@@ -17,7 +17,6 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from monitor.core.decoding import decode_event
 from monitor.core.events import (
     DEFAULT_LIMITS,
     Annotation,
@@ -25,10 +24,9 @@ from monitor.core.events import (
     EventError,
     Impression,
     Limits,
-    expect_topic,
 )
 from monitor.core.grades import Scale
-from monitor.core.stream.admission import future_error, past_error, undeclared_error
+from monitor.core.stream.admission import admit, past_error
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.effects import Aggregates
 from monitor.core.stream.history import History
@@ -109,12 +107,11 @@ class MemoryPipeline:
         try:
             if topic not in TOPICS:
                 raise EventError("topic", f"unknown topic {topic!r}", "invalid_value")
-            event = expect_topic(decode_event(value, self.scale, self.limits), topic)
+            event = admit(value, topic, self.scale, self.config, self.clock(), self.limits)
             target = partition
             if isinstance(event, Impression | Annotation) and event.session_id is not None:
                 target = partition_of(event.session_id.encode(), self.partitions)
-            error = (undeclared_error(event, self.config) or future_error(event, self.clock(), self.config)
-                     or past_error(event, self.state[target].watermark, self.config))
+            error = past_error(event, self.state[target].watermark, self.config)
             if error is not None:
                 raise error
         except EventError as error:

@@ -31,17 +31,15 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 import msgspec
 from redis.exceptions import ResponseError
 
-from monitor.core.decoding import decode_event
 from monitor.core.events import (
     DEFAULT_LIMITS,
     Event,
     EventError,
     Impression,
     Limits,
-    expect_topic,
 )
 from monitor.core.grades import Scale
-from monitor.core.stream.admission import future_error, past_error, undeclared_error
+from monitor.core.stream.admission import admit, past_error
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.join import close_step, quiet_horizon, step
 from monitor.core.stream.labels import merge_grades
@@ -177,15 +175,9 @@ class RedisState(Reader):
         """The message's event, or why it is a dead letter (invalid, on the wrong topic, undeclared, ahead
         of the wall clock)."""
         try:
-            event = decode_event(message.raw, self.scale, self.limits)
-            if message.role is not None:
-                expect_topic(event, message.role)
-            ahead = undeclared_error(event, self.config) or future_error(event, self.clock(), self.config)
-            if ahead is not None:
-                raise ahead
+            return admit(message.raw, message.role, self.scale, self.config, self.clock(), self.limits)
         except EventError as invalid:
             return invalid
-        return event
 
     async def _meta(self, partition: int, periods: Iterable[int] = ()
                     ) -> tuple[dict[str, str], dict[tuple[str, int], float]]:

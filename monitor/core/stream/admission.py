@@ -1,7 +1,11 @@
 """Which events the join admits: the checks that make a valid event a dead letter before the step (a
 clock too far ahead or an impression too far behind its partition: ``ts_out_of_range``; with
 ``undeclared = "dead_letter"`` a variant or ranker the settings do not declare), and :func:`undeclared`,
-which the step also uses to count such impressions under ``other``."""
+which the step also uses to count such impressions under ``other``.
+
+:func:`admit` is the whole check of a raw message up to the step, in the order both stores apply it
+(decode, topic, undeclared, future); :func:`past_error` needs the partition's watermark, so each store
+applies it where it knows that (the Redis batch after its read of the partition)."""
 
 from __future__ import annotations
 
@@ -9,8 +13,25 @@ import math
 import re
 from functools import lru_cache
 
-from monitor.core.events import Deploy, Event, EventError, Impression
+from monitor.core.decoding import decode_event
+from monitor.core.events import DEFAULT_LIMITS, Deploy, Event, EventError, Impression, Limits, expect_topic
+from monitor.core.grades import Scale
 from monitor.core.stream.config import StreamConfig
+
+
+def admit(raw: bytes, topic: str | None, scale: Scale, config: StreamConfig, now: float | None,
+          limits: Limits = DEFAULT_LIMITS) -> Event:
+    """The event of the raw message ``raw`` read from ``topic`` (its role: ``impressions``,
+    ``annotations`` or ``deploys``; None: any), or :class:`EventError` (a dead letter with its code,
+    field and reason): not a valid event, an event of another topic, an undeclared variant or ranker
+    (:func:`undeclared_error`), a clock too far ahead of ``now`` (:func:`future_error`)."""
+    event = decode_event(raw, scale, limits)
+    if topic is not None:
+        expect_topic(event, topic)
+    error = undeclared_error(event, config) or future_error(event, now, config)
+    if error is not None:
+        raise error
+    return event
 
 
 def future_error(event: Event, now: float | None, config: StreamConfig) -> EventError | None:
