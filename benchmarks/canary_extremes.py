@@ -177,8 +177,8 @@ def print_pnr(results: Sequence[tuple[Cell, Result]]) -> None:
     print("### PNR on lists with nothing relevant in them (50/50 canary, 48 h)\n")
     print("The candidate is the baseline's ranker except that a share of its lists are all irrelevant (every "
           "pair grade-tied). PNR (default): concordant / discordant, guarded by the pairs of different "
-          "grades; "
-          "seed convention: grade-tied pairs counted as positive, as the verdict was decided before.\n")
+          "grades; ties-positive convention: grade-tied pairs counted as positive, as the verdict was "
+          "decided before.\n")
     print("| bucket | lists all irrelevant | runs | PNR: pass · regression | seed-convention PNR: pass · "
           "regression | DCG regression | overall regression |")
     print("|---|---|---|---|---|---|---|")

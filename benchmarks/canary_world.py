@@ -20,10 +20,10 @@ monitor's own verdict code: what ``benchmarks/canary.py`` measures.
   actual share (binomial per look), for the sample-ratio check against the *declared* share.
 
 Per arm and look the sums are those the stream keeps (``dcg``, ``pnr`` and ``pairs`` fields of
-:func:`monitor.core.canary.matched.fields_of`, the seed convention's P moments, the covariate sums over the
-sessions whose query has a covariate, impressions), placed in the comparison's time strata (the hour since
-the canary's start; the hour of day for a deploy) and summed over the looks, so the verdicts come from
-:mod:`monitor.core.canary.metric_paths`, the code :func:`monitor.core.canary.comparisons` runs.
+:func:`monitor.core.canary.matched.fields_of`, the ties-positive convention's P moments, the covariate
+sums over the sessions whose query has a covariate, impressions), placed in the comparison's time strata (the
+hour since the canary's start; the hour of day for a deploy) and summed over the looks, so the verdicts come
+from :mod:`monitor.core.canary.metric_paths`, the code :func:`monitor.core.canary.comparisons` runs.
 """
 
 from __future__ import annotations
@@ -230,7 +230,8 @@ def default_pnr(runs: Runs, world: World, config: CanaryConfig = CONFIG) -> PnrP
 
 
 def seed_pnr(runs: Runs, config: CanaryConfig = BEFORE) -> VerdictPath:
-    """PNR with grade-tied pairs counted as positive (the seed's convention), as the verdict was before."""
+    """PNR with grade-tied pairs counted as positive (the ties-positive convention), as the verdict was
+    before."""
     s = runs.sums
 
     def arm(a: int) -> FloatArray:

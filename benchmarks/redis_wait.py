@@ -41,7 +41,7 @@ from redis.asyncio import RedisCluster
 from redis.asyncio.cluster import ClusterPipeline
 
 import monitor.pipeline.scripts as scripts_module
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.pipeline.client import RedisClient, RedisPipeline, connect, execute_replicated, queue_waits
 from monitor.pipeline.writer import RedisState
@@ -105,7 +105,8 @@ async def one_run(url: str, setup: str, events: list[tuple[str, bytes, bytes]], 
                   batch: int) -> tuple[float, float, float]:
     """(messages per second, median commit seconds, median per-query writes seconds)."""
     redis = connect(url, socket_timeout=30)
-    state = RedisState(redis, CONFIG, SEED_SCALE, partitions, prefix=f"bench-wait-{uuid.uuid4().hex[:8]}")
+    state = RedisState(redis, CONFIG, FOUR_LEVEL_SCALE, partitions,
+                       prefix=f"bench-wait-{uuid.uuid4().hex[:8]}")
     if setup == "cluster+wait+commit":
         assert isinstance(redis, RedisCluster)
         state.scripts = dataclasses.replace(state.scripts, apply_ops=WaitingCommit(  # type: ignore[arg-type]

@@ -53,7 +53,7 @@ from common import (  # benchmarks/common.py
 from redis.asyncio import RedisCluster
 
 from monitor.core.decoding import decode_event
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.pipeline.client import RedisClient, connect
 from monitor.pipeline.writer import RedisState
@@ -101,7 +101,7 @@ async def one_run(redis_url: str, events: Events, config: StreamConfig, partitio
                   sampled: int) -> Run:
     redis = connect(redis_url, socket_timeout=30)
     prefix = f"bench-scaling-{uuid.uuid4().hex[:8]}"
-    state = RedisState(redis, config, SEED_SCALE, partitions, prefix=prefix, clock=lambda: None)
+    state = RedisState(redis, config, FOUR_LEVEL_SCALE, partitions, prefix=prefix, clock=lambda: None)
     queues = partition_queues(events, partitions)
     try:
         cpu0, commands0, memory0 = await redis_counters(redis)
@@ -127,7 +127,7 @@ async def drop(redis: RedisClient, prefix: str) -> None:
 def decode_only(events: Events) -> float:
     start = time.process_time()
     for _, _, value in events:
-        decode_event(value, SEED_SCALE)
+        decode_event(value, FOUR_LEVEL_SCALE)
     return time.process_time() - start
 
 

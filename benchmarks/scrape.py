@@ -46,7 +46,7 @@ from prometheus_client import generate_latest
 from redis.asyncio import Redis
 
 from monitor.core.canary import CanaryConfig
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.pipeline.batch import Message
 from monitor.pipeline.memory import partition_of
@@ -192,13 +192,13 @@ async def run(redis_url: str, sessions: int, counts: list[int], scrapes: int) ->
     rows = []
     try:
         started = time.monotonic()
-        await feed(RedisState(redis, CONFIG, SEED_SCALE, BASE, prefix=base), events, BASE)
+        await feed(RedisState(redis, CONFIG, FOUR_LEVEL_SCALE, BASE, prefix=base), events, BASE)
         print(f"fed in {time.monotonic() - started:.0f} s; load average {os.getloadavg()[0]:.2f}",
               file=sys.stderr, flush=True)
         for partitions in counts:
             prefixes.append(prefix := f"{base}-{partitions}")
             copied = await spread(redis, base, prefix, partitions)
-            state = RedisState(redis, CONFIG, SEED_SCALE, partitions, prefix=prefix)
+            state = RedisState(redis, CONFIG, FOUR_LEVEL_SCALE, partitions, prefix=prefix)
             exporter = Exporter(state, CANARY, 5.0, token="bench")
             assert await exporter.round(), "the exporter did not store a rollup"
             rollup = await exporter.read()

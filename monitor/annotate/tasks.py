@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-#: (grade name on the seed scale, what annotators read beside it), best first.
+#: (grade name on the four-level scale, what annotators read beside it), best first.
 GRADES: tuple[tuple[str, str], ...] = (
     ("高", "high: what the query asks for"),
     ("中", "medium: partly relevant"),

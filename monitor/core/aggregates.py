@@ -99,5 +99,5 @@ class PairAggregate:
     def __add__(self, other: PairAggregate) -> PairAggregate:
         return PairAggregate(self.counts + other.counts, self.lists + other.lists)
 
-    def get(self, ties: TieConvention = "seed") -> float | None:
+    def get(self, ties: TieConvention = "positive") -> float | None:
         return self.counts.pnr(ties)

@@ -136,8 +136,8 @@ def expect_topic(event: Event, role: str) -> Event:
 def encode_annotation(annotation: Annotation) -> bytes:
     """The JSON bytes of a session or query annotation in schema 1 (grades as levels on the scale).
 
-    >>> from monitor.core.grades import SEED_SCALE
-    >>> encode_annotation(Annotation((Label("d1", SEED_SCALE.parse("高")),), session_id="s1")).decode()
+    >>> from monitor.core.grades import FOUR_LEVEL_SCALE
+    >>> encode_annotation(Annotation((Label("d1", FOUR_LEVEL_SCALE.parse("高")),), session_id="s1")).decode()
     '{"type":"annotation","schema":1,"session_id":"s1","grades":[{"doc_id":"d1","grade":3}]}'
     """
     body: dict[str, Any] = {"type": "annotation", "schema": 1}

@@ -8,9 +8,9 @@ A grade has three numeric faces:
   R = (2^level − 1) / 2^max_level (Chapelle et al. 2009).
 * ``relevant``: the binarisation for AUC, P@k, R@k, AP and RR: 高 and 中 are relevant, 低 and 无 are not.
 
->>> SEED_SCALE.parse("中").gain
+>>> FOUR_LEVEL_SCALE.parse("中").gain
 0.7
->>> SEED_SCALE.parse("high").relevant, SEED_SCALE.parse(1).name
+>>> FOUR_LEVEL_SCALE.parse("high").relevant, FOUR_LEVEL_SCALE.parse(1).name
 (True, '低')
 """
 
@@ -111,8 +111,10 @@ class GradeScale:
         return self.parse(value).gain
 
 
-def seed_scale() -> GradeScale:
-    """高/中/低/无 with gains 1 / 0.7 / 0.3 / 0; 高 and 中 relevant (the seeds' scale, the default)."""
+def four_level_scale() -> GradeScale:
+    """The four-level scale 高/中/低/无 (high, medium, low, none) with gains 1 / 0.7 / 0.3 / 0; 高 and 中
+    relevant: the source notes' scale, and the default (spelled ``four-level``; ``seed`` and ``default``
+    are accepted aliases)."""
     grades = (
         Grade("无", 0, 0.0, False),
         Grade("低", 1, 0.3, False),
@@ -120,10 +122,10 @@ def seed_scale() -> GradeScale:
         Grade("高", 3, 1.0, True),
     )
     aliases = {"none": "无", "low": "低", "medium": "中", "high": "高", "irrelevant": "无"}
-    return GradeScale("seed", grades, aliases)
+    return GradeScale("four-level", grades, aliases)
 
 
-SEED_SCALE = seed_scale()
+FOUR_LEVEL_SCALE = four_level_scale()
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,7 @@ def best_gain(scale: Scale) -> float | None:
     """The largest gain a grade of ``scale`` has (None: integer TREC grades have no largest); what bounds a
     session's DCG@k (the canary's exact bounds, ``CanaryConfig.with_bounds``).
 
-    >>> best_gain(SEED_SCALE), best_gain(TrecScale())
+    >>> best_gain(FOUR_LEVEL_SCALE), best_gain(TrecScale())
     (1.0, None)
     """
     if isinstance(scale, TrecScale):
@@ -169,7 +171,7 @@ def best_gain(scale: Scale) -> float | None:
 def parse_scale(spec: str) -> Scale:
     """A scale from a command-line spec.
 
-    * ``seed`` (default): 高/中/低/无;
+    * ``four-level`` (default; aliases ``seed``, ``default``): 高/中/低/无;
     * ``trec`` or ``trec:N``: integer grades, relevant from N (default 1);
     * a custom list in ascending order, ``name=gain,…`` with ``@name`` naming the lowest relevant grade:
       ``bad=0,fair=0.5,good=1@fair``.
@@ -178,8 +180,8 @@ def parse_scale(spec: str) -> Scale:
     True
     """
     text = spec.strip()
-    if text in {"", "seed", "default"}:
-        return SEED_SCALE
+    if text in {"", "four-level", "seed", "default"}:
+        return FOUR_LEVEL_SCALE
     if text == "trec" or text.startswith("trec:"):
         threshold = text.partition(":")[2] or "1"
         level = _integral(threshold)
@@ -192,8 +194,8 @@ def parse_scale(spec: str) -> Scale:
         name, sep, gain_text = part.partition("=")
         name = name.strip()
         if not sep or not name:
-            raise GradeError(f"bad scale {spec!r}: expected 'seed', 'trec[:N]' or 'name=gain,…[@name]', "
-                             f"got part {part!r}")
+            raise GradeError(f"bad scale {spec!r}: expected 'four-level', 'trec[:N]' or "
+                             f"'name=gain,…[@name]', got part {part!r}")
         try:
             gain = float(gain_text)
         except ValueError:

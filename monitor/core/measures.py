@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from monitor.core.errors import MeasureError
+from monitor.core.metrics.pairs import TIE_ALIASES
 
 ParamValue = str | float
 CutoffRule = Literal["optional", "required", "none"]
@@ -43,8 +44,11 @@ class MeasureSpec:
     summary: str
 
 
-def _choice(*words: str) -> Callable[[str], ParamValue]:
+def _choice(*words: str, aliases: Mapping[str, str] | None = None) -> Callable[[str], ParamValue]:
+    """A parameter that is one of ``words``; ``aliases``: older spellings, taken as the word they name."""
     def parse(text: str) -> ParamValue:
+        if aliases and text in aliases:
+            return aliases[text]
         if text not in words:
             raise MeasureError(f"expected one of {', '.join(words)}, got {text!r}")
         return text
@@ -86,7 +90,8 @@ SPECS: dict[str, MeasureSpec] = {
         MeasureSpec("ERR", "optional", {"p": ParamSpec(_probability(False), 1.0, "0<p<=1")},
                     "expected reciprocal rank"),
         MeasureSpec("AUC", "none", {}, "ROC AUC of scores vs binary relevance"),
-        MeasureSpec("PNR", "none", {"ties": ParamSpec(_choice("seed", "skip"), "seed", "seed|skip")},
+        MeasureSpec("PNR", "none", {"ties": ParamSpec(_choice("positive", "skip", aliases=TIE_ALIASES),
+                                                      "positive", "positive|skip")},
                     "positive / negative pair ratio in score order"),
         MeasureSpec("KendallTau", "none", {}, "Kendall tau distance (discordant pairs)"),
     )

@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping
 
 from monitor.core.events import Deploy
-from monitor.core.grades import SEED_SCALE, Scale
+from monitor.core.grades import FOUR_LEVEL_SCALE, Scale
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.stats import Stats
 from monitor.demo.canary import AlertNote, Judge, VerdictRow
@@ -39,7 +39,7 @@ class Engine:
     """One pipeline, its judge and its recording."""
 
     def __init__(self, judge: Judge, config: StreamConfig, source: Mapping[str, object],
-                 scale: Scale = SEED_SCALE, sample_every: float = SAMPLE_EVERY) -> None:
+                 scale: Scale = FOUR_LEVEL_SCALE, sample_every: float = SAMPLE_EVERY) -> None:
         if not (math.isfinite(sample_every) and sample_every > 0):
             raise ValueError(f"sample_every must be a positive number of seconds, got {sample_every!r}")
         self.judge, self.sample_every = judge, sample_every

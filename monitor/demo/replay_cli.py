@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from monitor.core.grades import SEED_SCALE, Scale
+from monitor.core.grades import FOUR_LEVEL_SCALE, Scale
 from monitor.core.stream.config import StreamConfig
 from monitor.demo.canary import AlertNote, Judge
 from monitor.demo.cli import add_budget_options
@@ -81,7 +81,7 @@ class ProgressBar:
 
 
 def replay(path: Path, judge: Judge, err: TextIO, progress: bool | None = None,
-           config: StreamConfig | None = None, scale: Scale = SEED_SCALE,
+           config: StreamConfig | None = None, scale: Scale = FOUR_LEVEL_SCALE,
            on_engine: Callable[[Engine], None] | None = None) -> tuple[Engine, bool, float]:
     """Feed the file through a fresh engine (``config``: the stream's settings, by default the demo's;
     ``on_engine`` sees it before the first event); returns it, whether Ctrl-C stopped it, and the wall
@@ -128,7 +128,7 @@ def _settings(args: argparse.Namespace) -> tuple[StreamConfig, Judge, Scale, tup
     from monitor.demo.canary import CanaryJudge, make_judge
 
     if args.config is None:
-        return stream_config(args.budget, args.budget_unit), make_judge(), SEED_SCALE, (10, 5)
+        return stream_config(args.budget, args.budget_unit), make_judge(), FOUR_LEVEL_SCALE, (10, 5)
     if args.budget is not None or args.budget_unit != "sessions":
         raise ValueError("--config: give the budget in the settings file's [stream] table, not with --budget")
     from monitor.worker.settings import SettingsError, load_settings

@@ -1,9 +1,9 @@
 """The summary a demo or replay ends with: as a JSON-ready dict (``--json``) and as text.
 
 Per group (bucket, ranker, variant) it gives the cumulative numbers since the start (every session scored
-or expired, after corrections): mean DCG@k with its 95% interval, PNR (seed convention), label coverage;
-then the canary verdicts, each pair's overall verdict with its checks, the alerts that fired or resolved
-(event time and wall offset), the session counters and the dead letters by reason code.
+or expired, after corrections): mean DCG@k with its 95% interval, PNR (ties-positive convention), label
+coverage; then the canary verdicts, each pair's overall verdict with its checks, the alerts that fired or
+resolved (event time and wall offset), the session counters and the dead letters by reason code.
 """
 
 from __future__ import annotations

@@ -41,8 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-m", "--measure", action="append", dest="measures", metavar="MEASURE",
                         help="a measure such as nDCG@10, P@5, AP, RBP(p=0.8), PNR (repeatable)")
     parser.add_argument("--scale", default=None,
-                        help="grade scale: 'trec[:N]' (default for qrels), 'seed' (高/中/低/无, default for "
-                             "sessions) or 'name=gain,...@lowest_relevant'")
+                        help="grade scale: 'trec[:N]' (default for qrels), 'four-level' (高/中/低/无, "
+                             "default for sessions; alias 'seed') or 'name=gain,...@lowest_relevant'")
     parser.add_argument("--per-query", action="store_true", help="also print each query's values")
     parser.add_argument("--complete", action="store_true",
                         help="like trec_eval -c: judged queries missing from the run count, with value 0")
@@ -77,7 +77,7 @@ def _trec_batch(args: argparse.Namespace, progress: Progress) -> RankedBatch:
 def _session_batch(args: argparse.Namespace, progress: Progress) -> RankedBatch:
     from monitor.offline.sessions import judged_sessions, read_sessions
 
-    scale = parse_scale(args.scale or "seed")
+    scale = parse_scale(args.scale or "four-level")
     progress.step("reading sessions")
     data = read_sessions(list(args.sessions), scale)
     progress.step("joining labels")

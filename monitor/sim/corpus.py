@@ -51,7 +51,7 @@ from monitor.core.events import (
     Limits,
     expect_topic,
 )
-from monitor.core.grades import SEED_SCALE, Scale
+from monitor.core.grades import FOUR_LEVEL_SCALE, Scale
 from monitor.sim.invalid import EXTRA_KINDS, KINDS, MISROUTED, Bases, base_key, malformed
 from monitor.sim.labels import ZH_NAMES
 from monitor.sim.records import TOPICS, SimEvent, encode
@@ -85,7 +85,7 @@ class Sample:
         return SimEvent(self.topic, self.key, self.value, ts, self.expected or self.code)
 
 
-def classify(topic: str, value: bytes, scale: Scale = SEED_SCALE,
+def classify(topic: str, value: bytes, scale: Scale = FOUR_LEVEL_SCALE,
              limits: Limits = DEFAULT_LIMITS) -> str | None:
     """The reason code the validator gives ``value`` on ``topic``, or None if it is a valid event there.
 
@@ -183,7 +183,7 @@ class _Builder:
 
 
 def build_corpus(events: Sequence[SimEvent], malformed: int = 10_000, seed: int = 0,
-                 scale: Scale = SEED_SCALE, limits: Limits = DEFAULT_LIMITS) -> list[Sample]:
+                 scale: Scale = FOUR_LEVEL_SCALE, limits: Limits = DEFAULT_LIMITS) -> list[Sample]:
     """At least ``malformed`` rejected samples, every kind of :data:`REJECTING_KINDS` equally, plus the
     accepted ones (fuzzed values that still decode, :data:`ACCEPTED_KINDS`), built from the valid
     impressions of ``events``; grouped by kind (:func:`interleave` mixes them into a stream)."""

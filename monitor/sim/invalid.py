@@ -5,10 +5,11 @@ annotation of it, or a deploy of its ranker) and breaks one thing: the bytes (tr
 invalid UTF-8, ``NaN``/``Infinity`` tokens), a type, a missing field, the positions (negative, duplicate,
 missing, a gap), the limits (over 200 results, over 1,000 grades, ids over 256 characters), a grade, the
 schema version or the event type. ``expected`` is a substring of the message of the
-:class:`~monitor.core.events.EventError` that ``decode_event(raw, SEED_SCALE)`` raises: ``field: reason``,
-or just the reason for errors about the whole value; ``code`` is the reason code of docs/events.md that
-the dead-letter header ``monitor.error.code`` and ``search_relevance_dead_letters_total{reason}`` carry
-(:data:`CODES`, written out by hand: a check of the codes the validator gives, not a copy of them).
+:class:`~monitor.core.events.EventError` that ``decode_event(raw, FOUR_LEVEL_SCALE)`` raises:
+``field: reason``, or just the reason for errors about the whole value; ``code`` is the reason code of
+docs/events.md that the dead-letter header ``monitor.error.code`` and
+``search_relevance_dead_letters_total{reason}`` carry (:data:`CODES`, written out by hand: a check of the
+codes the validator gives, not a copy of them).
 
 :data:`KINDS` are what the simulator mixes into its stream (``SimConfig.invalid_rate``).
 :data:`EXTRA_KINDS` (overflowing numbers, unpaired surrogate escapes, other encodings, values that are not

@@ -47,7 +47,7 @@ _DISCOUNTS = 1.0 / np.log2(np.arange(2, 1002, dtype=np.float64))
 
 
 def dcg_of_levels(levels: npt.NDArray[np.int64], k: int) -> float:
-    """DCG@k (linear gain, log2 discount) of levels in shown order, with the seed scale's gains."""
+    """DCG@k (linear gain, log2 discount) of levels in shown order, with the four-level scale's gains."""
     top = levels[:k]
     return float(np.dot(_GAINS[top], _DISCOUNTS[: top.size]))
 

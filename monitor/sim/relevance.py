@@ -19,7 +19,7 @@ import numpy.typing as npt
 from monitor.sim.config import BUCKETS, SimConfig
 from monitor.sim.queries import Vocabulary
 
-LEVEL_GAINS = (0.0, 0.3, 0.7, 1.0)  # the seed scale's gains of levels 0..3
+LEVEL_GAINS = (0.0, 0.3, 0.7, 1.0)  # the four-level scale's gains of levels 0..3
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

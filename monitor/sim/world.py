@@ -10,7 +10,7 @@ pool of ``pool`` candidate documents whose grades 0..3 are drawn from the query'
     P(grade g | relevant) ∝ (0.5, 0.3, 0.2)_g · exp(−``grade_tilt`` · (g − 1) · z_q),   g = 1, 2, 3
 
 so hard queries have few relevant documents, and mostly marginal ones; some have none at all. Gains are
-the seed scale's (:data:`monitor.sim.relevance.LEVELGAINS`: 0, 0.3, 0.7, 1). Every document has a fixed
+the four-level scale's (:data:`monitor.sim.relevance.LEVELGAINS`: 0, 0.3, 0.7, 1). Every document has a fixed
 ``doc_noise`` effect (how much better or worse it looks to any ranker than it is).
 
 **Sessions.** In one session of query q a share a_s ~ Beta(``available`` · ``available_spread``,

@@ -65,7 +65,7 @@ class WorkerSettings:
     http_host: str = "127.0.0.1"
     http_port: int = 9464
     redis_prefix: str = "srm"
-    scale: str = "seed"
+    scale: str = "four-level"
     max_rankers: int = 10
     max_variants: int = 5
     batch_size: int = 2000

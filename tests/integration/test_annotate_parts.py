@@ -26,7 +26,7 @@ from monitor.annotate.tasks import (
 from monitor.annotate.webhook import WebhookError, items_of
 from monitor.core.decoding import decode_event
 from monitor.core.events import Annotation
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.worker.settings import SettingsError
 
 REQUEST = {"type": "annotation_request", "schema": 1, "session_id": "s-1", "query": "蓝牙耳机",
@@ -96,7 +96,7 @@ def test_the_pair_grade_is_the_annotation_changed_last() -> None:
 
 def test_an_annotation_event_is_a_valid_query_level_annotation() -> None:
     raw = annotation_event("蓝牙耳机", "d-4", GradeGiven(7, "中", 1795950000.5, 3), 11)
-    event = decode_event(raw, SEED_SCALE)
+    event = decode_event(raw, FOUR_LEVEL_SCALE)
     assert isinstance(event, Annotation) and event.query == "蓝牙耳机" and event.session_id is None
     assert event.labels[0].doc_id == "d-4" and event.labels[0].grade.name == "中" and event.ts == 1795950000.5
     assert json.loads(raw)["annotation"] == 7 and json.loads(raw)["task"] == 11
@@ -104,7 +104,7 @@ def test_an_annotation_event_is_a_valid_query_level_annotation() -> None:
 
 def test_in_session_scope_the_event_is_the_session_s_own_annotation() -> None:
     raw = annotation_event("蓝牙耳机", "d-4", GradeGiven(7, "低", 1795950000.5, None), 11, session_id="s-9")
-    event = decode_event(raw, SEED_SCALE)
+    event = decode_event(raw, FOUR_LEVEL_SCALE)
     assert isinstance(event, Annotation) and event.session_id == "s-9" and event.query is None
     assert event.labels[0].grade.name == "低" and not event.from_query and "annotator" not in json.loads(raw)
 
@@ -232,7 +232,7 @@ async def test_a_fallback_after_a_deletion_is_sent_so_that_the_stream_takes_it(
     assert [e["grades"][0]["grade"] for e in sent] == ["无", "高"]
     assert sent[1]["ts"] == sent[0]["ts"] == 1795518000.0  # not the first annotation's own 10:00
 
-    pipeline = MemoryPipeline(StreamConfig(join_window=300, min_coverage=0.5), SEED_SCALE, clock=lambda: None)
+    pipeline = MemoryPipeline(StreamConfig(join_window=300, min_coverage=0.5), FOUR_LEVEL_SCALE, clock=lambda: None)
     pipeline.submit("impressions", b"s-1", impression("s-1", 1000.0, ["d-1"], query="耳机"))
     for key, value in produced:
         pipeline.submit("annotations", key, value)

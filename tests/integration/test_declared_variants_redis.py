@@ -10,7 +10,7 @@ import uuid
 import pytest
 from redis.asyncio import Redis
 
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.pipeline.writer import RedisState
 from monitor.sim import SimConfig, simulate
 from tests.support.declared_variants import DEAD_LETTER, DECLARED, PARTITIONS, Events, run, with_junk
@@ -46,7 +46,7 @@ async def test_junk_in_redis_as_in_process(redis_url: str, streams: tuple[Events
     clean = run(clean_events, config).snapshot()
     redis = Redis.from_url(redis_url)
     try:
-        state = RedisState(redis, config, SEED_SCALE, PARTITIONS, prefix=f"test-{uuid.uuid4().hex[:8]}",
+        state = RedisState(redis, config, FOUR_LEVEL_SCALE, PARTITIONS, prefix=f"test-{uuid.uuid4().hex[:8]}",
                            clock=lambda: None)
         requests = await run_through_redis(state, dirty_events, PARTITIONS, batch=100)
         got = await state.snapshot()

@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 
 from monitor.core.canary import CanaryConfig
 from monitor.core.events import Deploy
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.history import split_query
 from monitor.core.stream.transition import AnnotationRequest
@@ -38,7 +38,7 @@ async def test_redis_state_equals_in_process_and_ignores_redelivery(redis_url: s
 
     redis = Redis.from_url(redis_url)
     try:
-        state = RedisState(redis, CONFIG, SEED_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        state = RedisState(redis, CONFIG, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
         await run_through_redis(state, events, partitions, redeliver=True, batch=batch)
         got = await state.snapshot()
         everything = [Deploy("canary_start", "any", -1e12)]  # a period from the start: every epoch read
@@ -108,7 +108,7 @@ async def test_a_judgments_budget_in_redis_samples_and_spends_as_in_process(redi
 
     redis = Redis.from_url(redis_url)
     try:
-        state = RedisState(redis, config, SEED_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        state = RedisState(redis, config, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
         requests = await run_through_redis(state, events, partitions, batch=40)
         got = await state.snapshot()
         spent = {}
@@ -160,7 +160,7 @@ async def test_shared_grades_in_redis_give_the_brute_force_numbers(redis_url: st
 
     redis = Redis.from_url(redis_url)
     try:
-        state = RedisState(redis, config, SEED_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        state = RedisState(redis, config, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
         requests = await run_through_redis(state, events, partitions, redeliver=True, batch=batch)
         got = await state.snapshot()
         stored = {key.decode() for key in await redis.keys(f"{state.prefix}:*:shared")}
@@ -202,7 +202,7 @@ async def test_events_with_a_wrong_clock_are_dead_letters_in_redis_too(redis_url
     expected = in_process(events, SKEW_CONFIG, partitions).snapshot()
     redis = Redis.from_url(redis_url)
     try:
-        state = RedisState(redis, SKEW_CONFIG, SEED_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        state = RedisState(redis, SKEW_CONFIG, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
         await run_through_redis(state, mixed, partitions, batch=batch)
         got = await state.snapshot()
     finally:
@@ -239,7 +239,7 @@ async def test_a_quiet_partition_closes_in_redis_as_in_process(redis_url: str, p
     memory = run(events, partitions=partitions)
     redis = Redis.from_url(redis_url)
     try:
-        state = RedisState(redis, QUIET_CONFIG, SEED_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        state = RedisState(redis, QUIET_CONFIG, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
         await feed(state, events, partitions)
         before = await state.snapshot()
         closed = [await state.close_quiet(p) for p in range(partitions)]
@@ -284,7 +284,7 @@ async def test_a_ghost_label_flood_in_redis_is_bounded_and_evicts_as_in_process(
     alone = in_process(events, config, partitions)
     redis = Redis.from_url(redis_url)
     try:
-        state = RedisState(redis, config, SEED_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        state = RedisState(redis, config, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
         await run_through_redis(state, mixed, partitions)
         got = await state.snapshot()
         early_keys = [k async for k in redis.scan_iter(match=f"{state.prefix}:*:e:*", count=1000)]
@@ -342,7 +342,7 @@ async def test_the_latest_ts_wins_in_redis_as_in_process(redis_url: str, scenari
     expected = in_process(events, TS_CONFIG, partitions).snapshot()
     redis = Redis.from_url(redis_url)
     try:
-        state = RedisState(redis, TS_CONFIG, SEED_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        state = RedisState(redis, TS_CONFIG, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
         await run_through_redis(state, events, partitions, redeliver=True, batch=batch)
         got = await state.snapshot()
     finally:
@@ -371,7 +371,7 @@ async def test_any_delivery_order_of_ts_grades_in_redis_gives_the_numbers_of_ts_
         for seed in range(3):
             events = [*impressions, *in_ts_order]
             random.Random(seed).shuffle(events)
-            state = RedisState(redis, TS_CONFIG, SEED_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+            state = RedisState(redis, TS_CONFIG, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
             await run_through_redis(state, events, partitions, batch=batch)
             got = await state.snapshot()
             assert {key: {name: round(value, 6) for name, value in stats.items() if name != "join_lag" and value}
@@ -390,7 +390,7 @@ async def test_query_merge_is_idempotent_and_old_early_labels_stay_readable(redi
 
     redis = Redis.from_url(redis_url)
     try:
-        state = RedisState(redis, TS_CONFIG, SEED_SCALE, 1, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        state = RedisState(redis, TS_CONFIG, FOUR_LEVEL_SCALE, 1, prefix=f"test-{uuid.uuid4().hex[:8]}")
         keys = [state.keys.q(query_key("q"), "labels"), state.keys.q(query_key("q"), "label_ts")]
         assert await state.scripts.query_merge(keys=keys, args=[repr(200.0), 60, "a", 3, "b", 1]) == [b"a", b"b"]
         assert await state.scripts.query_merge(keys=keys, args=[repr(200.0), 60, "a", 3, "b", 1]) == [b"a", b"b"]
@@ -427,7 +427,7 @@ async def test_deploys_keep_their_share_in_redis_and_old_records_still_read(redi
             Deploy("canary_share", "r3", 50.0, "r1", share=0.5), Deploy("rollback", "r3", 60.0)]
     redis = Redis.from_url(redis_url)
     try:
-        state = RedisState(redis, CONFIG, SEED_SCALE, 1, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        state = RedisState(redis, CONFIG, FOUR_LEVEL_SCALE, 1, prefix=f"test-{uuid.uuid4().hex[:8]}")
         for offset, d in enumerate(sent):
             body = {"type": "deploy", "kind": d.kind, "ranker": d.ranker, "ts": d.ts}
             body.update({k: v for k, v in (("previous", d.previous), ("share", d.share)) if v is not None})

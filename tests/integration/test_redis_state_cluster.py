@@ -22,7 +22,7 @@ from redis.asyncio import RedisCluster
 
 from monitor.core.canary import CanaryConfig
 from monitor.core.events import Deploy
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.history import History
 from monitor.export.snapshot import Snapshot
@@ -99,7 +99,7 @@ async def run(url: str, events: Events, config: StreamConfig) -> Read:
     prefix = f"test-{uuid.uuid4().hex[:8]}"
     client = connect(url, socket_timeout=10)
     try:
-        state = RedisState(client, config, SEED_SCALE, PARTITIONS, prefix=prefix)
+        state = RedisState(client, config, FOUR_LEVEL_SCALE, PARTITIONS, prefix=prefix)
         requests = await run_through_redis(state, events, PARTITIONS, redeliver=True, batch=40)
         snapshot = await state.snapshot()
         recorded = await state.deploys()

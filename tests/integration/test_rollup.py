@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from redis.asyncio import Redis
 
 from monitor.core.canary import CanaryConfig
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.export.canary import CanaryCollector
 from monitor.export.prometheus import RelevanceCollector
@@ -99,7 +99,7 @@ async def test_a_scrape_costs_one_command_at_4_and_at_64_partitions(redis_url: s
         await redis.ping()
         for partitions in (4, 64):
             prefixes.append(prefix := f"test-rollup-{uuid.uuid4().hex[:8]}")
-            state = RedisState(redis, CONFIG, SEED_SCALE, partitions, prefix=prefix)
+            state = RedisState(redis, CONFIG, FOUR_LEVEL_SCALE, partitions, prefix=prefix)
             # each partition's messages in order, in batches of up to 500 (the interleaving of partitions
             # does not matter here: the rollup is compared with a direct read of the same state)
             ordered = sorted(events, key=lambda e, n=partitions: partition_of(e[1], n))

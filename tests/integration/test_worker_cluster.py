@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 from redis.crc import key_slot
 
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.pipeline.client import connect
 from monitor.pipeline.writer import RedisState
@@ -193,7 +193,7 @@ async def test_a_promoted_replica_without_the_last_commits_is_caught_up_from_kaf
         return await fetch_range(kafka_bootstrap, {}, topic, partition, start, end, limit)
 
     client = connect(cluster.address, socket_timeout=5, socket_connect_timeout=2)
-    state = RedisState(client, StreamConfig(budget={"head": 1e9, "torso": 1e9, "tail": 1e9}), SEED_SCALE, 1,
+    state = RedisState(client, StreamConfig(budget={"head": 1e9, "torso": 1e9, "tail": 1e9}), FOUR_LEVEL_SCALE, 1,
                        prefix=f"lost-{tag}")
     processor = Processor(state, topics, retry_delay=0.1, fetch=fetch)
     slot = key_slot(b"{p0}")

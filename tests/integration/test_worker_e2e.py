@@ -35,7 +35,7 @@ import pytest
 
 from monitor.core.canary import CanaryConfig, comparisons
 from monitor.core.events import Deploy
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig, stream_toml
 from monitor.export.canary import CanaryCollector
 from monitor.pipeline.memory import MemoryPipeline
@@ -192,7 +192,7 @@ def test_a_worker_with_a_judgments_budget_asks_only_for_unjudged_documents_as_in
         kafka_bootstrap: str, redis_url: str, tmp_path: Path, group_factory: list[Group]) -> None:
     stream = Stream(kafka_bootstrap)
     (phase1, phase2), judged = judgments_phases()
-    memory = MemoryPipeline(JUDGMENTS_CONFIG, SEED_SCALE, partitions=stream.partitions)
+    memory = MemoryPipeline(JUDGMENTS_CONFIG, FOUR_LEVEL_SCALE, partitions=stream.partitions)
     for event in [*phase1, *phase2]:
         memory.submit(event.topic, event.key, event.value)
     rng = random.Random(9)

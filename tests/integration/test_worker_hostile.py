@@ -103,9 +103,9 @@ def test_hostile_input_through_the_worker_leaves_the_valid_numbers_exact(
     assert sum(v for (n, _), v in expected.items() if n == "search_relevance_sessions_scored") > 0
 
     # the embedded default on the hostile stream: the valid numbers, the wrong clocks dead letters
-    from monitor.core.grades import SEED_SCALE
+    from monitor.core.grades import FOUR_LEVEL_SCALE
     from monitor.pipeline.memory import MemoryPipeline
-    memory = MemoryPipeline(CONFIG, SEED_SCALE, partitions=stream.partitions)
+    memory = MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE, partitions=stream.partitions)
     for record in records:
         memory.submit(record.topic, record.key, record.value)
     assert {d.code for d in memory.dead_letters} == {"ts_out_of_range"}

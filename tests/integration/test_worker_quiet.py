@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.pipeline.memory import MemoryPipeline
 from monitor.sim.records import SimEvent
 from tests.support.quiet_flood import quiet_stream
@@ -36,7 +36,7 @@ def test_a_quiet_partition_closes_its_sessions_in_the_worker_as_in_process(
     events, quiet = quiet_stream(stream.partitions)
     records = [SimEvent(topic, key, value, 0.0) for topic, key, value in events]
     expected = in_process(records, stream.partitions)
-    stuck = MemoryPipeline(replace(CONFIG, idle_after=1e9), SEED_SCALE, partitions=stream.partitions)
+    stuck = MemoryPipeline(replace(CONFIG, idle_after=1e9), FOUR_LEVEL_SCALE, partitions=stream.partitions)
     for record in records:
         stuck.submit(record.topic, record.key, record.value)
     assert comparable(relevance(exported(stuck))) != comparable(expected), "the rule must change numbers"

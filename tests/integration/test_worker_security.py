@@ -48,7 +48,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaConnectionError
 from redis.exceptions import RedisError
 
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.pipeline.client import connect
 from monitor.pipeline.memory import MemoryPipeline
 from monitor.services.install import ensure_binaries
@@ -270,7 +270,7 @@ def expected_metrics(stream: Stream, seed: int, sessions: int) -> tuple[Samples,
     result = simulate(SimConfig(seed=seed, n_sessions=sessions, duration_s=2 * 3600, bucket_hint_share=1.0,
                                 invalid_rate=0.02))
     events = [*result.events, *flush_events(stream, max(e.ts for e in result.events) + CONFIG.join_window + 1)]
-    memory = MemoryPipeline(CONFIG, SEED_SCALE, partitions=stream.partitions)
+    memory = MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE, partitions=stream.partitions)
     for event in events:
         memory.submit(event.topic, event.key, event.value)
     expected = exported(memory)

@@ -228,7 +228,7 @@ def pair_counts(grades: Numbers, scores: Numbers) -> Pairs:
 
 
 def pnr(pairs: Pairs, ties: str = "seed") -> float | None:
-    """positive / discordant, positive = concordant (+ grade-tied under the seed's convention);
+    """positive / discordant, positive = concordant (+ grade-tied under the ties-positive convention);
     +inf without discordant pairs, None when there is neither."""
     positive = pairs.concordant + (pairs.grade_tied if ties == "seed" else 0)
     if pairs.discordant == 0:

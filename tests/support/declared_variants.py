@@ -6,7 +6,7 @@ import json
 import math
 import random
 
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.pipeline.memory import MemoryPipeline, partition_of
 
@@ -58,7 +58,7 @@ def with_junk(events: Events, seed: int, count: int = JUNK) -> Events:
 
 
 def run(events: Events, config: StreamConfig) -> MemoryPipeline:
-    pipeline = MemoryPipeline(config, SEED_SCALE, partitions=PARTITIONS, prune_every=10**9, clock=lambda: None)
+    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=PARTITIONS, prune_every=10**9, clock=lambda: None)
     for topic, key, value in events:
         pipeline.submit(topic, key, value)
     pipeline.advance(math.inf)

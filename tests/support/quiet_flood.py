@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.partition import partition_for
 from monitor.pipeline.memory import MemoryPipeline
@@ -48,7 +48,7 @@ def quiet_stream(partitions: int = 2) -> tuple[Events, list[str]]:
 
 def run(events: Events, config: StreamConfig = CONFIG, partitions: int = 2, end: bool = False,
         prune_every: int = 1000) -> MemoryPipeline:
-    pipeline = MemoryPipeline(config, SEED_SCALE, partitions=partitions, clock=lambda: None,
+    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=partitions, clock=lambda: None,
                               prune_every=prune_every)
     for topic, key, value in events:
         pipeline.submit(topic, key, value)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.pipeline.memory import MemoryPipeline
 from monitor.sim import SimConfig, simulate
@@ -95,7 +95,7 @@ class RealisticMix:
         """The simulated run with labels only for the sessions the worker samples."""
         stream = self.stream()
         events = simulate(self.sim()).events
-        pipeline = MemoryPipeline(stream, SEED_SCALE, self.partitions, clock=lambda: None)
+        pipeline = MemoryPipeline(stream, FOUR_LEVEL_SCALE, self.partitions, clock=lambda: None)
         for event in events:
             if event.topic != "annotations":
                 pipeline.submit(event.topic, event.key, event.value)

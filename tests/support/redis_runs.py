@@ -6,7 +6,7 @@ import json
 import math
 import random
 
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.transition import AnnotationRequest
 from monitor.pipeline.batch import Message
@@ -60,7 +60,7 @@ def with_query_labels(events: list[tuple[str, bytes, bytes]]) -> list[tuple[str,
 def in_process(events: list[tuple[str, bytes, bytes]], config: StreamConfig, partitions: int,
                **options: int) -> MemoryPipeline:
     """The in-process core fed ``events`` to the end (every due session closed): the reference."""
-    memory = MemoryPipeline(config, SEED_SCALE, partitions=partitions, **options)
+    memory = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=partitions, **options)
     for topic, key, value in events:
         memory.submit(topic, key, value)
     memory.advance(math.inf)

@@ -21,7 +21,7 @@ from prometheus_client.registry import Collector
 
 from monitor.core.canary import CanaryConfig, comparisons, detect_deploys
 from monitor.core.events import Deploy
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig, stream_toml
 from monitor.export.canary import CanaryCollector
 from monitor.export.prometheus import RelevanceCollector
@@ -116,7 +116,7 @@ def make_run(kafka_bootstrap: str, sessions: int, seed: int, partitions: int = 4
     stream = Stream(kafka_bootstrap, partitions=partitions, replication=replication)
     flush = flush_events(stream, max(e.ts for e in result.events) + CONFIG.join_window + 1)
     events = [*result.events, *flush]
-    memory = MemoryPipeline(CONFIG, SEED_SCALE, partitions=stream.partitions)
+    memory = MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE, partitions=stream.partitions)
     for event in events:
         memory.submit(event.topic, event.key, event.value)
     deploys = sorted((d for d in memory.deploys if isinstance(d, Deploy)), key=lambda d: d.ts)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.pipeline.memory import MemoryPipeline
 from monitor.sim.records import SimEvent
 from tests.support.worker_e2e import CONFIG, exported
@@ -24,7 +24,7 @@ def relevance(samples: Samples) -> Samples:
 def in_process(records: Iterable[SimEvent], partitions: int) -> Samples:
     """What the in-process core (``MemoryPipeline``, Kafka's partitioner) exports for valid ``records``,
     in order: the relevance series only. Fails if one of them is not a valid event."""
-    memory = MemoryPipeline(CONFIG, SEED_SCALE, partitions=partitions)
+    memory = MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE, partitions=partitions)
     for record in records:
         memory.submit(record.topic, record.key, record.value)
     assert not memory.dead_letters, memory.dead_letters[0]

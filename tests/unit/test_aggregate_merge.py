@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from monitor.core.aggregates import Z_95, Mean, PairAggregate
 from monitor.core.evaluation import MeasureAggregate, compute, evaluate_lists, list_pair_counts
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.judged import JudgedList
 from monitor.core.measures import parse_measure
 from monitor.core.metrics import PairCounts, pair_counts
@@ -235,7 +235,7 @@ def test_empty_mean_and_pair_aggregate_have_no_value() -> None:
 def test_undefined_per_list_values_are_left_out_not_counted_as_zero() -> None:
     """One-class lists have no AUC: the aggregate of lists that all lack one is None, and a one-class
     list next to a defined one leaves the mean at the defined value."""
-    grades = SEED_SCALE.grades
+    grades = FOUR_LEVEL_SCALE.grades
     one_class = JudgedList.build(["a", "b"], [2.0, 1.0], {"a": grades[3], "b": grades[2]}, 3)
     two_class = JudgedList.build(["a", "b"], [2.0, 1.0], {"a": grades[0], "b": grades[3]}, 3)
     auc = parse_measure("AUC")
@@ -255,8 +255,8 @@ def judged_lists(draw: st.DrawFn) -> JudgedList:
     """A seed-scale list of up to 20 documents, some unjudged, scores with ties, a few unshown labels."""
     n = draw(st.integers(0, 20))
     shown = draw(st.lists(st.none() | st.integers(0, 3), min_size=n, max_size=n))
-    labels = {f"d{i}": SEED_SCALE.grades[lv] for i, lv in enumerate(shown) if lv is not None}
-    labels |= {f"u{i}": SEED_SCALE.grades[lv] for i, lv in enumerate(draw(st.lists(st.integers(0, 3), max_size=3)))}
+    labels = {f"d{i}": FOUR_LEVEL_SCALE.grades[lv] for i, lv in enumerate(shown) if lv is not None}
+    labels |= {f"u{i}": FOUR_LEVEL_SCALE.grades[lv] for i, lv in enumerate(draw(st.lists(st.integers(0, 3), max_size=3)))}
     scores = draw(st.none() | st.lists(st.integers(-3, 3).map(float), min_size=n, max_size=n))
     return JudgedList.build([f"d{i}" for i in range(n)], scores, labels, 3)
 
@@ -346,7 +346,7 @@ def test_aggregate_pnr_is_not_the_mean_of_per_list_ratios() -> None:
     """Two lists in score order: grades (低, 中, 无) have 2 concordant, 1 discordant (PNR 2); grades
     (无, 中, 低) have 1 concordant, 2 discordant (PNR 0.5). The mean of ratios is 1.25; the summed counts
     give 3 / 3 = 1."""
-    g = SEED_SCALE.grades
+    g = FOUR_LEVEL_SCALE.grades
     first = JudgedList.build(["a", "b", "c"], [3.0, 2.0, 1.0], {"a": g[1], "b": g[2], "c": g[0]}, 3)
     second = JudgedList.build(["a", "b", "c"], [3.0, 2.0, 1.0], {"a": g[0], "b": g[2], "c": g[1]}, 3)
     pnr = parse_measure("PNR")

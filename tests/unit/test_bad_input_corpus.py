@@ -21,7 +21,7 @@ from monitor.core.events import (
     Impression,
     expect_topic,
 )
-from monitor.core.grades import SEED_SCALE, parse_scale
+from monitor.core.grades import FOUR_LEVEL_SCALE, parse_scale
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.stats import summarise
 from monitor.pipeline.memory import MemoryPipeline
@@ -73,7 +73,7 @@ def test_every_generated_kind_is_refused_with_its_code_and_reason(kind: str) -> 
     assert samples
     for sample in samples:
         with pytest.raises(EventError) as caught:
-            expect_topic(decode_event(sample.value, SEED_SCALE), sample.topic)
+            expect_topic(decode_event(sample.value, FOUR_LEVEL_SCALE), sample.topic)
         error = caught.value
         assert error.code == CODES[kind] == sample.code, (kind, str(error))
         assert sample.expected is not None and sample.expected in str(error), (sample.expected, str(error))
@@ -93,7 +93,7 @@ def test_fuzzed_values_are_refused_with_a_code_or_accepted_never_a_crash(seed: i
         if sample.rejected:
             assert sample.code in REASON_CODES and sample.code != "processing_error"
         else:  # a value that still decodes is a valid event, keyed as docs/events.md keys it
-            event = expect_topic(decode_event(sample.value, SEED_SCALE), sample.topic)
+            event = expect_topic(decode_event(sample.value, FOUR_LEVEL_SCALE), sample.topic)
             assert sample.key == event_key(event)
             if isinstance(event, Impression):
                 assert span[0] <= event.ts <= span[1]
@@ -128,7 +128,7 @@ def test_interleave_keeps_the_stream_order_and_spreads_every_sample() -> None:
 @pytest.mark.slow
 def test_the_in_process_pipeline_dead_letters_the_corpus_by_code() -> None:
     config = StreamConfig(budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
-    pipeline = MemoryPipeline(config, SEED_SCALE, partitions=4)
+    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=4)
     for event in interleave(STREAM, CORPUS, seed=5):
         pipeline.submit(event.topic, event.key, event.value)
     got = Counter(d.code for d in pipeline.dead_letters)
@@ -165,18 +165,18 @@ def test_values_that_crashed_the_validator_are_refused_with_a_code(raw: str, cod
     and failed later on encoding (UnicodeEncodeError in the in-process pipeline; ``processing_error`` in
     the worker); a negative position was counted as ``invalid_value``."""
     with pytest.raises(EventError) as caught:
-        decode_event(raw.encode(), SEED_SCALE)
+        decode_event(raw.encode(), FOUR_LEVEL_SCALE)
     assert caught.value.code == code and message in str(caught.value), str(caught.value)
     assert len(str(caught.value)) < 200  # a 400-digit number is cut in the message
     str(caught.value).encode("utf-8")
-    pipeline = MemoryPipeline(StreamConfig(), SEED_SCALE, partitions=4)
+    pipeline = MemoryPipeline(StreamConfig(), FOUR_LEVEL_SCALE, partitions=4)
     pipeline.submit("impressions", b"s", raw.encode())
     assert [d.code for d in pipeline.dead_letters] == [code]
 
 
 def test_a_huge_integer_grade_on_an_integer_scale_is_an_unknown_grade() -> None:
     raw = '{"type":"annotation","session_id":"s","doc_id":"d","grade":' + HUGE + "}"
-    for scale in (SEED_SCALE, parse_scale("trec")):
+    for scale in (FOUR_LEVEL_SCALE, parse_scale("trec")):
         with pytest.raises(EventError) as caught:
             decode_event(raw.encode(), scale)
         assert caught.value.code == "unknown_grade"
@@ -184,7 +184,7 @@ def test_a_huge_integer_grade_on_an_integer_scale_is_an_unknown_grade() -> None:
 
 @pytest.mark.parametrize("text", ['"q\\ud83d\\ude00"', '"q\\\\ud800"', '"\\ud7ff"', '"\\uD83D\\uDE00"'])
 def test_surrogate_pairs_and_escaped_backslashes_are_accepted(text: str) -> None:
-    event = decode_event((IMPRESSION.replace('"q"', text) % (1, 1, 0.5)).encode(), SEED_SCALE)
+    event = decode_event((IMPRESSION.replace('"q"', text) % (1, 1, 0.5)).encode(), FOUR_LEVEL_SCALE)
     assert isinstance(event, Impression)
     event.query.encode("utf-8")
 
@@ -200,7 +200,7 @@ def _run(order: list[str]) -> MemoryPipeline:
                                  '{"doc_id":"b","grade":"高"}]}'),
         "unshown": ("annotations", '{"type":"annotation","session_id":"s","doc_id":"x","grade":"高"}'),
     }
-    pipeline = MemoryPipeline(StreamConfig(), SEED_SCALE, partitions=1)
+    pipeline = MemoryPipeline(StreamConfig(), FOUR_LEVEL_SCALE, partitions=1)
     for name in order:
         topic, value = events[name]
         pipeline.submit(topic, b"s", value.encode())
@@ -232,7 +232,7 @@ def test_a_label_for_a_document_never_shown_is_accepted_and_joins_only_the_ndcg_
 @pytest.mark.parametrize("raw", [b"", None])
 def test_an_empty_message_or_a_tombstone_is_invalid_json_with_a_reason(raw: bytes | None) -> None:
     with pytest.raises(EventError) as caught:
-        decode_event(raw, SEED_SCALE)  # type: ignore[arg-type]  # a Kafka tombstone's value is None
+        decode_event(raw, FOUR_LEVEL_SCALE)  # type: ignore[arg-type]  # a Kafka tombstone's value is None
     assert caught.value.code == "invalid_json" and "Kafka tombstone" in caught.value.reason
 
 
@@ -254,7 +254,7 @@ def test_a_value_quoted_in_the_reason_does_not_choose_the_code(raw: str, code: s
     """The code is given where the error is raised (a Prometheus label must not follow the event's text);
     each of these once got the code of the words it quotes."""
     with pytest.raises(EventError) as caught:
-        decode_event(raw.encode(), SEED_SCALE)
+        decode_event(raw.encode(), FOUR_LEVEL_SCALE)
     assert caught.value.code == code and message in str(caught.value)
 
 

@@ -17,7 +17,7 @@ from monitor.core.canary import CanaryConfig, comparisons
 from monitor.core.canary.adjusted import CovariateSums, adjusted_mean_path
 from monitor.core.canary.covariates import covariates
 from monitor.core.events import Deploy
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.history import History
 from monitor.core.stream.session import query_key
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "
 HOUR, DAY, EPOCH = 3600.0, 86400.0, 900.0
 CONFIG = StreamConfig(join_window=300, state_ttl=600, min_coverage=0.5, epoch=EPOCH, history=4 * DAY,
                       budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
-GAIN = [SEED_SCALE.gain(level) for level in range(4)]  # one document per session: DCG@k is its gain
+GAIN = [FOUR_LEVEL_SCALE.gain(level) for level in range(4)]  # one document per session: DCG@k is its gain
 
 
 class World:
@@ -40,7 +40,7 @@ class World:
         self.difficulty = {f"q{i}": self.rng.choice([0.3, 1.0, 1.8, 2.6]) for i in range(queries)}
         self.fresh = set(list(self.difficulty)[:no_history])  # no sessions before the comparison
         self.sessions: list[tuple[str, str, float, str, str, float]] = []  # sid, query, ts, ranker, variant, x
-        self.pipeline = MemoryPipeline(CONFIG, SEED_SCALE)
+        self.pipeline = MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE)
 
     def session(self, sid: str, query: str, ts: float, ranker: str, variant: str, drop: float = 0.0) -> None:
         level = round(min(max(self.rng.gauss(self.difficulty[query] - drop, 0.6), 0.0), 3.0))

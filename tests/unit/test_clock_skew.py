@@ -10,7 +10,7 @@ import math
 import pytest
 
 from monitor.core.canary import CanaryConfig, comparisons
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import ConfigError, StreamConfig
 from monitor.pipeline.memory import MemoryPipeline
 from tests.support.clock_skew import CONFIG, Events, hostile
@@ -20,7 +20,7 @@ NOW = 1_800_000_000.0  # the wall clock of these runs (2027): the stream's times
 
 
 def run(events: Events, clock: float | None, partitions: int = 2) -> MemoryPipeline:
-    pipeline = MemoryPipeline(CONFIG, SEED_SCALE, partitions=partitions, prune_every=50, clock=lambda: clock)
+    pipeline = MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE, partitions=partitions, prune_every=50, clock=lambda: clock)
     for topic, key, value in events:
         pipeline.submit(topic, key, value)
     pipeline.advance(math.inf)

@@ -19,7 +19,7 @@ from prometheus_client.registry import Collector
 
 from monitor.core.canary import CanaryConfig, Comparison, comparisons, detect_deploys
 from monitor.core.events import Deploy
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.export.canary import CanaryCollector
 from monitor.export.prometheus import RelevanceCollector
@@ -38,7 +38,7 @@ class Simulated:
 def simulated(sessions: int = 200, seed: int = 5) -> Simulated:
     """A small simulated stream (canary, late labels, invalid events) through the in-process pipeline."""
     result = simulate(SimConfig(seed=seed, n_sessions=sessions, duration_s=3 * 3600, invalid_rate=0.05))
-    memory = MemoryPipeline(StreamConfig(), SEED_SCALE, partitions=4)
+    memory = MemoryPipeline(StreamConfig(), FOUR_LEVEL_SCALE, partitions=4)
     for event in result.events:
         memory.submit(event.topic, event.key, event.value)
     deploys = sorted((d for d in memory.deploys if isinstance(d, Deploy)), key=lambda d: d.ts)

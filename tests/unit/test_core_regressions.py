@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from monitor.core.evaluation import compute
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.judged import JudgedList
 from monitor.core.measures import parse_measure
 from monitor.core.metrics import pair_counts
@@ -18,8 +18,8 @@ def test_equal_infinite_scores_are_a_score_tie() -> None:
 
 
 def test_kendall_tau_leaves_out_unjudged_documents() -> None:
-    low = SEED_SCALE.parse("低")
+    low = FOUR_LEVEL_SCALE.parse("低")
     judged = JudgedList.build(["a", "b"], None, {"b": low}, 3)  # "a" unjudged, shown first
     assert compute(parse_measure("KendallTau"), judged) == 0.0
-    both = JudgedList.build(["a", "b"], None, {"a": SEED_SCALE.parse("无"), "b": low}, 3)
+    both = JudgedList.build(["a", "b"], None, {"a": FOUR_LEVEL_SCALE.parse("无"), "b": low}, 3)
     assert compute(parse_measure("KendallTau"), both) == 1.0

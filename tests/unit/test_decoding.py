@@ -24,7 +24,7 @@ from monitor.core.events import (
     Limits,
     encode_annotation,
 )
-from monitor.core.grades import SEED_SCALE, parse_scale
+from monitor.core.grades import FOUR_LEVEL_SCALE, parse_scale
 from monitor.sim import SimConfig, simulate
 from monitor.sim.corpus import build_corpus
 
@@ -34,7 +34,7 @@ CORPUS = build_corpus(STREAM[:3000], malformed=10_000, seed=9)
 TREC = parse_scale("trec")
 
 
-def outcome(decode: Any, raw: bytes, scale: Any = SEED_SCALE, limits: Limits = DEFAULT_LIMITS) -> Event | tuple[str, ...]:
+def outcome(decode: Any, raw: bytes, scale: Any = FOUR_LEVEL_SCALE, limits: Limits = DEFAULT_LIMITS) -> Event | tuple[str, ...]:
     """The event, or the error as (field, reason, code); any other exception propagates (a bug)."""
     try:
         return decode(raw, scale, limits)  # type: ignore[no-any-return]
@@ -42,7 +42,7 @@ def outcome(decode: Any, raw: bytes, scale: Any = SEED_SCALE, limits: Limits = D
         return (error.field, error.reason, error.code)
 
 
-def agree(raw: bytes, scale: Any = SEED_SCALE, limits: Limits = DEFAULT_LIMITS) -> Event | None:
+def agree(raw: bytes, scale: Any = FOUR_LEVEL_SCALE, limits: Limits = DEFAULT_LIMITS) -> Event | None:
     """Assert that the fast path accepts only what the reference accepts, with the same event, and that
     decode_event's outcome is the reference's; return what the fast path gave."""
     reference = outcome(decode_checked, raw, scale, limits)
@@ -72,7 +72,7 @@ def test_the_bad_input_corpus_gets_exactly_the_reference_errors() -> None:
 
 def test_the_annotations_the_worker_publishes_take_the_fast_path() -> None:
     """Fan-outs of a query's judgments (scope query) and refreshes of its shared grades (scope shared)."""
-    labels = (Label("d1", SEED_SCALE.parse("高")), Label("d2", SEED_SCALE.parse("无")))
+    labels = (Label("d1", FOUR_LEVEL_SCALE.parse("高")), Label("d2", FOUR_LEVEL_SCALE.parse("无")))
     for annotation in (Annotation(labels, session_id="s1", ts=5.0, from_query=True),
                        Annotation(labels, session_id="s1", query_key="0123456789abcdef01234567"),
                        Annotation(labels, query="蓝牙耳机", ts=7.5)):
@@ -145,7 +145,7 @@ def test_generated_events_agree_with_the_reference(base: dict[str, Any], edits: 
     raw = json.dumps(obj, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
     agree(raw)
     agree(raw, TREC)
-    agree(raw, SEED_SCALE, Limits(max_results=2, max_grades=1, max_id_chars=2, max_query_chars=3))
+    agree(raw, FOUR_LEVEL_SCALE, Limits(max_results=2, max_grades=1, max_id_chars=2, max_query_chars=3))
 
 
 @pytest.mark.slow
@@ -164,7 +164,7 @@ def test_generated_events_are_accepted_often_enough_to_test_the_fast_path() -> N
     """The bases are valid, and the fast path takes them (else the properties above would test little)."""
     from hypothesis import find
     for kind in ("impression", "annotation", "deploy"):
-        found = find(BASES, lambda o, k=kind: o["type"] == k and fast_decode(json.dumps(o).encode(), SEED_SCALE)
+        found = find(BASES, lambda o, k=kind: o["type"] == k and fast_decode(json.dumps(o).encode(), FOUR_LEVEL_SCALE)
                      is not None)
         assert found["type"] == kind
 
@@ -229,7 +229,7 @@ def test_a_deploys_share_agrees_with_the_reference(kind: str, share: str | None,
 def test_escaped_surrogates_are_refused_by_the_fast_path_and_decided_by_the_reference() -> None:
     for escaped in (b"\\ud800", b"\\udc00x", b"\\uD83D"):
         raw = b'{"type":"deploy","kind":"deploy","ranker":"r' + escaped + b'","ts":1}'
-        assert fast_decode(raw, SEED_SCALE) is None
+        assert fast_decode(raw, FOUR_LEVEL_SCALE) is None
         assert outcome(decode_event, raw)[2] == "invalid_utf8"  # type: ignore[index]
     paired = b'{"type":"deploy","kind":"deploy","ranker":"r\\ud83d\\ude00","ts":1}'
     assert agree(paired) is not None

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from monitor.core.aggregates import Z_95
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.metrics import dcg, ndcg
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.session import SessionRecord
@@ -59,7 +59,7 @@ def query_label(query: str, doc: str, level: int) -> Event:
 
 def run(events: list[Event], **config: Any) -> MemoryPipeline:
     """The events through one partition, then every pending session closed (end of a replay)."""
-    pipeline = MemoryPipeline(StreamConfig(**config), SEED_SCALE)
+    pipeline = MemoryPipeline(StreamConfig(**config), FOUR_LEVEL_SCALE)
     for topic, key, value in events:
         pipeline.submit(topic, key, value)
     pipeline.advance(math.inf)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from monitor.core.errors import GradeError
-from monitor.core.grades import SEED_SCALE, TrecScale, parse_scale
+from monitor.core.grades import FOUR_LEVEL_SCALE, TrecScale, parse_scale
 
 
 @pytest.mark.parametrize(("value", "name"), [
@@ -14,16 +14,16 @@ from monitor.core.grades import SEED_SCALE, TrecScale, parse_scale
     ("低", "低"), ("low", "低"), (1, "低"),
     ("无", "无"), ("none", "无"), (0, "无"), ("0", "无"),
 ])
-def test_seed_scale_accepts_names_aliases_and_levels(value: str | int | float, name: str) -> None:
-    assert SEED_SCALE.parse(value).name == name
+def test_four_level_scale_accepts_names_aliases_and_levels(value: str | int | float, name: str) -> None:
+    assert FOUR_LEVEL_SCALE.parse(value).name == name
 
 
 @pytest.mark.parametrize("value", ["excellent", 4, -1, 2.5, "", "高高", float("nan")])
 def test_unknown_grade_names_value_and_scale(value: str | int | float) -> None:
     with pytest.raises(GradeError) as error:
-        SEED_SCALE.parse(value)
+        FOUR_LEVEL_SCALE.parse(value)
     message = str(error.value)
-    assert repr(value) in message and "seed scale" in message and "高=1" in message
+    assert repr(value) in message and "four-level scale" in message and "高=1" in message
 
 
 def test_trec_scale() -> None:
@@ -42,7 +42,9 @@ def test_custom_scale_spec() -> None:
     assert scale.parse("fair").relevant and not scale.parse("bad").relevant
     assert scale.parse(2).gain == 1.0
     assert parse_scale("trec:2").parse(2).relevant and not parse_scale("trec:2").parse(1).relevant
-    assert parse_scale("seed") is SEED_SCALE
+    # the default's own name, and its older spellings still accepted (configuration and the CLI)
+    assert all(parse_scale(name) is FOUR_LEVEL_SCALE for name in ("four-level", "seed", "default", ""))
+    assert FOUR_LEVEL_SCALE.name == "four-level"
 
 
 @pytest.mark.parametrize(("spec", "fragment"), [

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.partition import partition_for
 from monitor.pipeline.memory import MemoryPipeline
@@ -38,7 +38,7 @@ NOW = 1_800_000_000.0  # the wall clock of these runs (2027); the simulated stre
 
 
 def run(events: Events, config: StreamConfig = CONFIG) -> MemoryPipeline:
-    pipeline = MemoryPipeline(config, SEED_SCALE, partitions=PARTITIONS, clock=lambda: NOW)
+    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=PARTITIONS, clock=lambda: NOW)
     for topic, key, value in events:
         pipeline.submit(topic, key, value)
     pipeline.advance(math.inf)
@@ -136,8 +136,8 @@ def test_a_partition_that_goes_quiet_closes_as_if_traffic_had_gone_on(seed: int,
         return partition_for(key, PARTITIONS) == 0 and json.loads(value).get("ts", 0.0) >= cut
 
     kept = [e for e in events if not (e[0] == "impressions" and on_quiet(e[1], e[2]))]
-    live = MemoryPipeline(CONFIG, SEED_SCALE, partitions=PARTITIONS, clock=lambda: NOW)
-    stuck = MemoryPipeline(replace(CONFIG, idle_after=1e12), SEED_SCALE, partitions=PARTITIONS,
+    live = MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE, partitions=PARTITIONS, clock=lambda: NOW)
+    stuck = MemoryPipeline(replace(CONFIG, idle_after=1e12), FOUR_LEVEL_SCALE, partitions=PARTITIONS,
                            clock=lambda: NOW)
     for topic, key, value in kept:
         live.submit(topic, key, value)

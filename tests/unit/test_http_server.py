@@ -29,7 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.core.canary import comparisons, detect_deploys
 from monitor.core.events import Deploy
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.export.canary import CanaryCollector
 from monitor.export.prometheus import RelevanceCollector
@@ -120,7 +120,7 @@ def stream() -> list[SimEvent]:
 
 @pytest.fixture
 def view() -> MemoryView:
-    return MemoryView(MemoryPipeline(StreamConfig(), SEED_SCALE, partitions=4))
+    return MemoryView(MemoryPipeline(StreamConfig(), FOUR_LEVEL_SCALE, partitions=4))
 
 
 @pytest.fixture

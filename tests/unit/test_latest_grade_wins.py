@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.metrics import dcg
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.labels import merge_grades
@@ -37,7 +37,7 @@ GAINS = [0.0, 0.3, 0.7, 1.0]
 
 
 def run(events: Events, partitions: int = 1, config: StreamConfig = CONFIG) -> MemoryPipeline:
-    pipeline = MemoryPipeline(config, SEED_SCALE, partitions=partitions, clock=lambda: None)
+    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=partitions, clock=lambda: None)
     for topic, key, value in events:
         pipeline.submit(topic, key, value)
     pipeline.advance(float("inf"))
@@ -170,7 +170,7 @@ def test_a_stale_fan_out_cannot_undo_a_sessions_query_grade() -> None:
 
     pipeline = run([shown("s1", query="q"), judged("q", "b", 1, 1.0), judged("q", "c", 1, 1.0),
                     judged("q", "a", 3, 200.0)])
-    late = fan_out_annotation("s1", {"a": 0}, SEED_SCALE, 100.0)  # the older judgment's fan-out, late
+    late = fan_out_annotation("s1", {"a": 0}, FOUR_LEVEL_SCALE, 100.0)  # the older judgment's fan-out, late
     pipeline._queue.append((0, late))
     while pipeline._queue:
         pipeline._process(*pipeline._queue.popleft())
@@ -222,7 +222,7 @@ def test_the_offline_evaluator_reads_jsonl_events_by_the_same_rule(tmp_path) -> 
              judged("q", "d", 2, 50.0)[2], judged("q", "d", 0, 10.0)[2]]
     path = tmp_path / "events.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
-    data = read_sessions([path], SEED_SCALE)
+    data = read_sessions([path], FOUR_LEVEL_SCALE)
     assert {d: g.level for d, g in data.session_labels["s1"].items()} == {"a": 3, "b": 2, "c": 3}
     assert {d: g.level for d, g in data.query_labels["q"].items()} == {"d": 2}
     assert data.stale == 2

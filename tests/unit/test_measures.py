@@ -25,7 +25,8 @@ def test_canonical_strings_round_trip(text: str) -> None:
 @pytest.mark.parametrize(("text", "canonical"), [
     ("ndcg@10", "nDCG@10"), ("NDCG@10", "nDCG@10"), (" nDCG @ 10 ", "nDCG@10"), ("map", "AP"),
     ("MRR", "RR"), ("precision@5", "P@5"), ("RBP(p=.8)", "RBP(p=0.8)"), ("RBP(p=0.80)", "RBP(p=0.8)"),
-    ("ERR(p=1)@20", "ERR@20"), ("DCG(gain=linear)@5", "DCG@5"), ("PNR(ties=seed)", "PNR"),
+    ("ERR(p=1)@20", "ERR@20"), ("DCG(gain=linear)@5", "DCG@5"), ("PNR(ties=positive)", "PNR"),
+    ("PNR(ties=seed)", "PNR"),  # the older spelling of ties=positive
     ("nDCG(gain=exp,discount=jk)@3", "nDCG(discount=jk,gain=exp)@3"), ("kendall", "KendallTau"),
 ])
 def test_spellings_normalise(text: str, canonical: str) -> None:
@@ -53,7 +54,7 @@ def test_values_compare_hash_and_sort() -> None:
     ("RBP(p=abc)", "expected a number"),
     ("RBP(q=0.5)", "RBP accepts: p=0<p<1"),
     ("DCG(gain=cubic)@5", "expected one of linear, exp"),
-    ("PNR(ties=half)", "expected one of seed, skip"),
+    ("PNR(ties=half)", "expected one of positive, skip"),
     ("ERR(p=0.5,p=0.6)", "given twice"),
     ("AP(k=3)", "AP accepts: none"),
     ("", "unknown measure"),
@@ -68,3 +69,13 @@ def test_unknown_measure_lists_every_accepted_name() -> None:
         parse_measure("Foo(p=1)@3")
     for name in ["CG", "DCG", "nDCG", "P@k", "R@k", "AP", "RR", "RBP", "ERR", "AUC", "PNR", "KendallTau"]:
         assert name in str(error.value)
+
+
+def test_tie_conventions_have_names_that_say_what_they_do() -> None:
+    from monitor.core.metrics.pairs import PairCounts, tie_convention
+
+    counts = PairCounts(concordant=3, discordant=2, grade_tied=4)
+    assert counts.pnr("positive") == counts.pnr("seed") == 7 / 2 and counts.pnr("skip") == 3 / 2
+    assert tie_convention("seed") == "positive"
+    with pytest.raises(ValueError, match="accepted: positive, skip"):
+        tie_convention("ties")

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor.core.evaluation import compute
-from monitor.core.grades import SEED_SCALE, Grade, TrecScale
+from monitor.core.grades import FOUR_LEVEL_SCALE, Grade, TrecScale
 from monitor.core.judged import JudgedList
 from monitor.core.measures import Measure, parse_measure
 from monitor.core.metrics import (
@@ -387,7 +387,7 @@ def cases(draw: st.DrawFn) -> Case:
     """Seed or TREC scale; shown documents judged or not; labelled documents never shown."""
     if draw(st.booleans()):
         max_level, gain_table, relevant_from = 3, _seed_gain, 2  # 高 and 中 are relevant
-        grade_of: Callable[[int], Grade] = SEED_SCALE.grades.__getitem__
+        grade_of: Callable[[int], Grade] = FOUR_LEVEL_SCALE.grades.__getitem__
     else:
         max_level, gain_table, relevant_from = 4, _trec_gain, 1
         grade_of = TrecScale().parse
@@ -502,7 +502,7 @@ def fully_judged_cases(draw: st.DrawFn) -> Case:
     for doc in case.doc_ids:
         if doc not in levels:
             levels[doc] = draw(st.integers(0, case.max_level))
-    grade_of = SEED_SCALE.grades.__getitem__ if case.max_level == 3 else TrecScale().parse
+    grade_of = FOUR_LEVEL_SCALE.grades.__getitem__ if case.max_level == 3 else TrecScale().parse
     labels = {doc: grade_of(level) for doc, level in levels.items()}
     return Case(case.doc_ids, case.scores, labels, levels, case.gain_table, case.relevant_from, case.max_level)
 
@@ -517,7 +517,7 @@ def test_compute_kendall_tau_matches_brute_force_on_fully_judged_lists(case: Cas
 
 def test_compute_gives_none_not_zero_where_a_measure_is_undefined() -> None:
     """AUC of a one-class list and PNR of a list without an ordered pair have no value."""
-    grades = SEED_SCALE.grades
+    grades = FOUR_LEVEL_SCALE.grades
     one_class = JudgedList.build(["a", "b"], [2.0, 1.0], {"a": grades[3], "b": grades[2]}, 3)
     assert compute(parse_measure("AUC"), one_class) is None
     tied = JudgedList.build(["a", "b", "c"], [1.0, 1.0, 1.0], {"a": grades[3], "b": grades[0]}, 3)

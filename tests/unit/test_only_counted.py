@@ -16,7 +16,7 @@ import random
 import pytest
 
 from monitor.core.events import Annotation, Event, Impression, Label, Result
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.join import step
 from monitor.core.stream.labels import Labels, SharedGrades
@@ -35,14 +35,14 @@ def _stream(rng: random.Random, n: int) -> list[Event]:
         ts += rng.expovariate(1 / 30.0) - (rng.random() < 0.1) * 200  # some arrive late
         if shown and rng.random() < 0.15:  # labels for a session seen before (sampled or not)
             seen = rng.choice(shown)
-            events.append(Annotation(tuple(Label(r.doc_id, SEED_SCALE.parse(rng.randint(0, 3)))
+            events.append(Annotation(tuple(Label(r.doc_id, FOUR_LEVEL_SCALE.parse(rng.randint(0, 3)))
                                            for r in seen.results[:rng.randint(1, 5)]), seen.session_id))
             continue
         if shown and rng.random() < 0.03:  # a duplicate
             events.append(rng.choice(shown))
             continue
         if rng.random() < 0.02:  # labels before their impression
-            events.append(Annotation((Label("d0", SEED_SCALE.parse(2)),), f"s{i + 1}"))
+            events.append(Annotation((Label("d0", FOUR_LEVEL_SCALE.parse(2)),), f"s{i + 1}"))
         query = f"q{int(rng.paretovariate(1.2)) % 40}"
         impression = Impression(
             f"s{i}", query, rng.choice(["r1", "r2"]), ts,
@@ -69,7 +69,7 @@ def _run(events: list[Event], config: StreamConfig, judged: dict[str, Labels], l
                 taken += 1
                 continue
         loaded = state.load(event, judged, config, shared, {})
-        transition = step(event, loaded, config, SEED_SCALE, 4)
+        transition = step(event, loaded, config, FOUR_LEVEL_SCALE, 4)
         state.apply(transition)
         if transition.shared is not None:
             shared[transition.shared[0]] = merged_shared(shared.get(transition.shared[0], {}),

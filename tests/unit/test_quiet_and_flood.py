@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import ConfigError, StreamConfig
 from monitor.core.stream.join import quiet_horizon
 from monitor.pipeline.memory import MemoryPipeline
@@ -109,7 +109,7 @@ def test_a_ghost_label_flood_keeps_memory_bounded_and_counts_every_dropped_grade
     mixed = events[:middle] + flood + events[middle:]
     alone = run(events, config, end=True)
     before = rss_mib()
-    pipeline = MemoryPipeline(config, SEED_SCALE, partitions=2, clock=lambda: None)
+    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=2, clock=lambda: None)
     for topic, key, value in mixed:
         pipeline.submit(topic, key, value)
     growth = rss_mib() - before

@@ -27,7 +27,7 @@ from redis.crc import key_slot
 
 from monitor.core.canary import CanaryConfig, comparisons, detect_deploys
 from monitor.core.events import Deploy
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.export.canary import CanaryCollector
 from monitor.export.prometheus import RelevanceCollector
@@ -49,7 +49,7 @@ CONFIG = StreamConfig()
 @pytest.fixture(scope="module")
 def shared() -> Shared:
     """What a scrape of a simulated stream exports of the shared state (the in-process pipeline's)."""
-    memory = MemoryPipeline(CONFIG, SEED_SCALE, partitions=4)
+    memory = MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE, partitions=4)
     for event in simulate(SimConfig(seed=5, n_sessions=2500, duration_s=6 * 3600, invalid_rate=0.03)).events:
         memory.submit(event.topic, event.key, event.value)
     deploys = sorted((d for d in memory.deploys if isinstance(d, Deploy)), key=lambda d: d.ts)
@@ -81,7 +81,7 @@ def test_a_decoded_rollup_exports_exactly_what_was_encoded(shared: Shared) -> No
 
 
 def test_special_floats_and_an_empty_state_survive() -> None:
-    empty = Shared(MemoryPipeline(CONFIG, SEED_SCALE, partitions=2).snapshot(), Verdicts([], []), 0, 0)
+    empty = Shared(MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE, partitions=2).snapshot(), Verdicts([], []), 0, 0)
     assert empty.snapshot.watermark == -math.inf
     assert decode(encode(Rollup(empty, 1.0, 0.0, 2.0, "x")), CONFIG) == Rollup(empty, 1.0, 0.0, 2.0, "x")
     odd = Shared(Snapshot(CONFIG, 5.0, {("15m", "head|a|control"): {"dcg": math.inf, "rr": -0.0}},
@@ -129,7 +129,7 @@ def test_the_lease_and_the_value_share_a_cluster_slot() -> None:
 
 def exporter(interval: float) -> Exporter:
     """An exporter over a client that is never used (nothing here talks to Redis)."""
-    state = RedisState(Redis.from_url("redis://127.0.0.1:1/0"), CONFIG, SEED_SCALE, 4)
+    state = RedisState(Redis.from_url("redis://127.0.0.1:1/0"), CONFIG, FOUR_LEVEL_SCALE, 4)
     return Exporter(state, CanaryConfig(), interval, token="t")
 
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.metrics import (
     cg,
     dcg,
@@ -49,7 +49,7 @@ def test_ndcg_with_ideal_from_all_labelled_documents() -> None:
 
 
 def test_pnr_seed_lecture_example() -> None:
-    grades = [SEED_SCALE.parse(g).level for g in ["高", "中", "高", "高", "中", "低"]]
+    grades = [FOUR_LEVEL_SCALE.parse(g).level for g in ["高", "中", "高", "高", "中", "低"]]
     scores = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]  # already in score order
     counts = pair_counts(grades, scores)
     assert counts.positive("seed") == 13 and counts.discordant == 2
@@ -81,14 +81,14 @@ def test_seed_average_precision_at_5(positions: tuple[int, ...], expected: float
 
 def test_ndcg_hides_poor_recall_that_dcg_shows() -> None:
     """Seed 000: only low-grade documents in ideal order have NDCG = 1, but the user saw nothing good."""
-    low = SEED_SCALE.gain("低")
+    low = FOUR_LEVEL_SCALE.gain("低")
     poor = [low] * 20
-    good = [SEED_SCALE.gain("高")] * 20
+    good = [FOUR_LEVEL_SCALE.gain("高")] * 20
     assert ndcg(poor, poor, 20) == pytest.approx(1.0)
     assert dcg(poor, 20) < 0.31 * dcg(good, 20)
     assert dcg(poor, 20) == pytest.approx(0.3 * dcg(good, 20))
 
 
-def test_binarisation_of_the_seed_scale() -> None:
-    assert [SEED_SCALE.parse(g).relevant for g in "高中低无"] == [True, True, False, False]
-    assert [SEED_SCALE.gain(g) for g in "高中低无"] == [1.0, 0.7, 0.3, 0.0]
+def test_binarisation_of_the_four_level_scale() -> None:
+    assert [FOUR_LEVEL_SCALE.parse(g).relevant for g in "高中低无"] == [True, True, False, False]
+    assert [FOUR_LEVEL_SCALE.gain(g) for g in "高中低无"] == [1.0, 0.7, 0.3, 0.0]

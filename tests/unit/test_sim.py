@@ -18,7 +18,7 @@ import monitor.sim.config as sim_config
 import monitor.sim.regression as sim_regression
 from monitor.core.decoding import decode_event
 from monitor.core.events import Annotation, Deploy, EventError, Impression
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.metrics import dcg
 from monitor.offline.sessions import read_sessions
 from monitor.sim import (
@@ -36,7 +36,7 @@ from monitor.sim import (
 
 pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "not integration and not slow")
 
-SEED_GAINS = (0.0, 0.3, 0.7, 1.0)  # 无 / 低 / 中 / 高 on the seed scale
+SEED_GAINS = (0.0, 0.3, 0.7, 1.0)  # 无 / 低 / 中 / 高 on the four-level scale
 
 
 def within(observed: float, expected: float, n: int, sigmas: float = 4.0) -> bool:
@@ -99,7 +99,7 @@ def test_invalid_records_leave_the_valid_stream_unchanged(invalid_run: SimResult
 
 def test_every_valid_event_is_accepted(default_run: SimResult, invalid_run: SimResult) -> None:
     for event in default_run.events + invalid_run.valid_events:
-        decode_event(event.value, SEED_SCALE)
+        decode_event(event.value, FOUR_LEVEL_SCALE)
 
 
 def test_every_invalid_event_is_rejected_with_its_reason(invalid_run: SimResult) -> None:
@@ -108,7 +108,7 @@ def test_every_invalid_event_is_rejected_with_its_reason(invalid_run: SimResult)
     for event in invalid:
         assert event.expected_error
         with pytest.raises(EventError) as error:
-            decode_event(event.value, SEED_SCALE)
+            decode_event(event.value, FOUR_LEVEL_SCALE)
         assert event.expected_error in str(error.value), (event.value[:120], str(error.value))
 
 
@@ -144,7 +144,7 @@ def test_the_offline_reader_recovers_the_final_grades(default_run: SimResult, tm
     """Read in delivery order, "the later grade wins" gives the ground truth despite duplicates and corrections."""
     path = tmp_path / "run.jsonl"
     write_jsonl(path, default_run.events)
-    data = read_sessions([path], SEED_SCALE)
+    data = read_sessions([path], FOUR_LEVEL_SCALE)
     assert set(data.impressions) == set(default_run.sessions)
     got = {s: {d: g.level for d, g in labels.items()} for s, labels in data.session_labels.items()}
     assert got == default_run.session_grades
@@ -211,7 +211,7 @@ def test_the_canary_start_declares_the_share_it_serves(canary_share: float, decl
     run = simulate(SimConfig(n_sessions=200, canary_share=canary_share))
     [start] = [json.loads(e.value) for e in run.events if b'"canary_start"' in e.value]
     assert start.get("share") == declared and ("share" in start) == (declared is not None)
-    event = decode_event(json.dumps(start).encode(), SEED_SCALE)
+    event = decode_event(json.dumps(start).encode(), FOUR_LEVEL_SCALE)
     assert isinstance(event, Deploy) and event.share == declared
 
 
@@ -240,7 +240,7 @@ def label_stats(run: SimResult) -> LabelStats:
             duplicates += 1
             continue
         seen.add(event.value)
-        parsed = decode_event(event.value, SEED_SCALE)
+        parsed = decode_event(event.value, FOUR_LEVEL_SCALE)
         assert isinstance(parsed, Annotation) and parsed.ts is not None
         if parsed.query is not None:
             query_judgments[parsed.query] = {label.doc_id: label.grade.level for label in parsed.labels}
@@ -416,7 +416,7 @@ def test_an_irrelevant_canary_shows_only_grade_0_documents(irrelevant_run: SimRe
     # the impressions are valid events, with fewer results than top_n where the pool has fewer grade-0 ones
     impressions = {e.key.decode(): e.value for e in run.events if e.topic == "impressions"}
     for session in broken:
-        event = decode_event(impressions[session.session_id], SEED_SCALE)
+        event = decode_event(impressions[session.session_id], FOUR_LEVEL_SCALE)
         assert isinstance(event, Impression)
         assert [r.doc_id for r in event.results] == list(session.doc_ids)
     assert min(len(s.doc_ids) for s in broken) < 20
@@ -544,7 +544,7 @@ def test_session_count_from_rate() -> None:
     run = simulate(config)
     assert len(run.sessions) == 150
     assert all(config.start_ts <= s.ts < config.start_ts + 60.0 for s in run.sessions.values())
-    impressions = [decode_event(e.value, SEED_SCALE) for e in run.events if e.topic == "impressions"]
+    impressions = [decode_event(e.value, FOUR_LEVEL_SCALE) for e in run.events if e.topic == "impressions"]
     assert all(isinstance(i, Impression) for i in impressions)
 
 
@@ -672,7 +672,7 @@ def test_deploy_scenario_events_and_traffic(deploy_run: SimResult) -> None:
         {"type": "deploy", "schema": 1, "kind": "deploy", "ranker": "ranker-b", "previous": "ranker-a",
          "ts": round(config.deploy_ts, 3)},
     ]
-    impressions = [decode_event(e.value, SEED_SCALE) for e in deploy_run.events[:3000] if e.topic == "impressions"]
+    impressions = [decode_event(e.value, FOUR_LEVEL_SCALE) for e in deploy_run.events[:3000] if e.topic == "impressions"]
     assert impressions and all(isinstance(i, Impression) and i.variant is None for i in impressions)
     assert all(b'"variant"' not in e.value for e in deploy_run.events if e.topic == "impressions")
     sessions = list(deploy_run.sessions.values())
@@ -714,7 +714,7 @@ def test_the_monitor_compares_the_deploy() -> None:
     from monitor.pipeline.memory import MemoryPipeline
 
     run = simulate(SimConfig(n_sessions=600, deploy_at=0.5, seed=8, bucket_hint_share=1.0))
-    pipeline = MemoryPipeline(StreamConfig(), SEED_SCALE)
+    pipeline = MemoryPipeline(StreamConfig(), FOUR_LEVEL_SCALE)
     for event in run.events:
         pipeline.submit(event.topic, event.key, event.value)
     pipeline.advance(run.config.start_ts + run.config.duration_s + 2 * 3600)

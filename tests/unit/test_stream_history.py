@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from monitor.core.canary import CanaryConfig, compare, comparisons
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import ConfigError, StreamConfig
 from monitor.core.stream.history import History, epoch_of
 from monitor.pipeline.memory import MemoryPipeline, partition_of
@@ -36,7 +36,7 @@ def test_history_settings_are_validated() -> None:
 
 
 def test_epochs_sum_to_the_totals_and_are_forgotten_after_history() -> None:
-    pipeline = MemoryPipeline(CONFIG, SEED_SCALE, prune_every=10)
+    pipeline = MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE, prune_every=10)
     for i in range(60):  # one session a minute for an hour: six epochs
         labelled(pipeline, f"s{i}", 60.0 * i, "r1", "control", i % 4)
     pipeline.advance(3600.0)
@@ -61,7 +61,7 @@ def test_epochs_sum_to_the_totals_and_are_forgotten_after_history() -> None:
 def test_a_canary_started_late_is_compared_with_the_control_of_its_period() -> None:
     """The control served an hour alone with a high DCG; the canary starts later, equal to the control
     of its own period: the verdict sees only that period (and the whole-stream totals would differ)."""
-    pipeline = MemoryPipeline(CONFIG, SEED_SCALE)
+    pipeline = MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE)
     for i in range(60):
         labelled(pipeline, f"early{i}", 60.0 * i, "old", "control", 3)
     for i in range(60):
@@ -95,7 +95,7 @@ def test_epochs_count_each_groups_impressions_as_a_brute_force_count_does(seed: 
     query judgments: a session is sampled while its partition's spend is below its share)."""
     config = StreamConfig(epoch=600.0, budget_period=1800.0, budget={"head": 12.0, "torso": 6.0, "tail": 3.0})
     rng = random.Random(seed)
-    pipeline = MemoryPipeline(config, SEED_SCALE, partitions=partitions, clock=lambda: None)
+    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=partitions, clock=lambda: None)
     expected: dict[int, dict[str, float]] = {}
     held: set[str] = set()  # sessions the join keeps a record of (sampled): their re-deliveries are duplicates
     spent: dict[tuple[int, str, int], float] = {}

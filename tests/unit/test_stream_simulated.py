@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.stats import summarise
 from monitor.pipeline.memory import MemoryPipeline
 from monitor.sim import SimConfig, simulate
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "
 def test_simulated_stream_equals_offline_recomputation(partitions: int) -> None:
     result = simulate(SimConfig(seed=4, n_sessions=3000, duration_s=4 * 3600, bucket_hint_share=1.0,
                                 invalid_rate=0.03))
-    pipeline = MemoryPipeline(CONFIG, SEED_SCALE, partitions=partitions)
+    pipeline = MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE, partitions=partitions)
     for event in result.events:
         pipeline.submit(event.topic, event.key, event.value)
     pipeline.advance(math.inf)

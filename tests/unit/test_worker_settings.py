@@ -18,7 +18,7 @@ from mode.utils.logging import ExtensionFormatter
 
 from monitor.core.decoding import decode_event
 from monitor.core.events import Annotation, Label, encode_annotation
-from monitor.core.grades import SEED_SCALE
+from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig, stream_toml
 from monitor.services.tls import TlsFiles, make_tls_files
 from monitor.worker.processor import Entry, decode_entry, encode_entry
@@ -103,9 +103,9 @@ def test_every_variable_is_documented() -> None:
 def test_outbox_entries_keep_bytes_and_fan_outs_decode_back() -> None:
     entry = Entry("dlq", b"\xff\x00key", b"\xfe not json", (("monitor.error.code", b"invalid_json"),))
     assert decode_entry(encode_entry(entry)) == entry
-    annotation = Annotation((Label("d1", SEED_SCALE.parse("高")), Label("d2", SEED_SCALE.parse(0))),
+    annotation = Annotation((Label("d1", FOUR_LEVEL_SCALE.parse("高")), Label("d2", FOUR_LEVEL_SCALE.parse(0))),
                             session_id="s1", from_query=True)
-    assert decode_event(encode_annotation(annotation), SEED_SCALE) == annotation
+    assert decode_event(encode_annotation(annotation), FOUR_LEVEL_SCALE) == annotation
 
 
 # --- security: Kafka SASL/TLS, Redis ACL user/TLS (docs/worker.md, "Security") ---

@@ -58,8 +58,8 @@ SECOND_MOMENTS = frozenset({"dcg_sq", "pnr_con_sq", "pnr_neg_sq", "pnr_con_neg"}
 def fields_of(stats: Mapping[str, float], metric: str) -> tuple[float, ...]:
     """The sums the metric's test needs: ``dcg`` in the order of ``DCG_FIELDS``; ``pnr`` in the order of
     ``PNR_FIELDS``: the verdict's PNR leaves grade-tied pairs out (concordant / discordant, the skip
-    convention: a list of one grade, all irrelevant say, adds nothing to it, where the seed's convention
-    would count its tied pairs as positive); ``pairs``: the pairs of different grades a session has
+    convention: a list of one grade, all irrelevant say, adds nothing to it, where the ties-positive
+    convention would count its tied pairs as positive); ``pairs``: the pairs of different grades a session has
     (concordant + discordant: what PNR judges), n, Σ, Σ². A second moment missing from stats with
     sessions (sums written before it existed) is NaN: no variance, rather than a wrong one."""
     def get(name: str) -> float:

@@ -7,13 +7,14 @@ For every pair of documents in one list, ordered by model score (higher first):
 * ``concordant``: the higher-scored document has the higher grade;
 * ``discordant``: the higher-scored document has the lower grade (逆序对).
 
-PNR under the seed's convention counts grade-tied pairs as positive: (concordant + grade_tied) / discordant;
-under the "skip" convention (Paddle's pair evaluator) they are left out: concordant / discordant. No
-discordant pair gives +inf (no positive pair either gives None: no data). Aggregate PNR is the ratio of
-summed counts, never the mean of per-list ratios, so :class:`PairCounts` merges with ``+``.
+PNR under the ties-positive convention (``ties="positive"``, the source notes'; older spelling ``"seed"``)
+counts grade-tied pairs as positive: (concordant + grade_tied) / discordant; under the "skip" convention
+(Paddle's pair evaluator) they are left out: concordant / discordant. No discordant pair gives +inf (no
+positive pair either gives None: no data). Aggregate PNR is the ratio of summed counts, never the mean of
+per-list ratios, so :class:`PairCounts` merges with ``+``.
 
 >>> c = pair_counts([3, 2, 3, 3, 2, 1], [6, 5, 4, 3, 2, 1])
->>> c.positive("seed"), c.discordant, c.pnr("seed"), c.pnr("skip")
+>>> c.positive("positive"), c.discordant, c.pnr("positive"), c.pnr("skip")
 (13, 2, 6.5, 4.5)
 """
 
@@ -27,8 +28,24 @@ import numpy as np
 
 from monitor.core.metrics._arrays import ArrayLike, as_floats
 
-TieConvention = Literal["seed", "skip"]
-TIE_CONVENTIONS: tuple[TieConvention, ...] = ("seed", "skip")
+TieConvention = Literal["positive", "skip"]
+TIE_CONVENTIONS: tuple[TieConvention, ...] = ("positive", "skip")
+#: Older spellings still accepted: "seed" (the source notes' convention) is "positive".
+TIE_ALIASES: dict[str, TieConvention] = {"seed": "positive"}
+
+
+def tie_convention(name: str) -> TieConvention:
+    """The convention ``name`` denotes (an alias too); ValueError naming the accepted ones otherwise.
+
+    >>> tie_convention("seed"), tie_convention("skip")
+    ('positive', 'skip')
+    """
+    if name in TIE_CONVENTIONS:
+        return name
+    if name in TIE_ALIASES:
+        return TIE_ALIASES[name]
+    raise ValueError(f"unknown tie convention {name!r}; accepted: {', '.join(TIE_CONVENTIONS)} "
+                     f"(or {', '.join(TIE_ALIASES)})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,14 +69,14 @@ class PairCounts:
     def pairs(self) -> int:
         return self.concordant + self.discordant + self.grade_tied + self.score_tied
 
-    def positive(self, ties: TieConvention = "seed") -> int:
-        if ties == "seed":
+    def positive(self, ties: str = "positive") -> int:
+        """The pairs counted for the ranking: ``positive`` (grade-tied pairs count as positive, the source
+        notes' convention; alias ``seed``) adds the grade-tied ones to the concordant, ``skip`` does not."""
+        if tie_convention(ties) == "positive":
             return self.concordant + self.grade_tied
-        if ties == "skip":
-            return self.concordant
-        raise ValueError(f"unknown tie convention {ties!r}; accepted: {', '.join(TIE_CONVENTIONS)}")
+        return self.concordant
 
-    def pnr(self, ties: TieConvention = "seed") -> float | None:
+    def pnr(self, ties: str = "positive") -> float | None:
         """positive / discordant; +inf without discordant pairs; None when there is no pair to count."""
         positive = self.positive(ties)
         if self.discordant == 0:

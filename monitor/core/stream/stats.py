@@ -6,9 +6,9 @@ onto a Redis hash updated with ``HINCRBYFLOAT`` and onto in-process dicts. A sco
     sessions = 1, dcg, dcg_sq, ndcg, ndcg_sq, rr, coverage, concordant, discordant, grade_tied, score_tied,
     pnr_pos_sq, pnr_neg_sq, pnr_pos_neg, pnr_con_sq, pnr_con_neg
 
-(second moments of the session's positive pairs P = concordant + grade_tied, the seed's convention, of its
-negative pairs N = discordant and of its concordant pairs C: Σ P², Σ N², Σ P·N, Σ C², Σ C·N, so that a test
-on the ratio ΣP / ΣN, or on ΣC / ΣN, the canary verdict's PNR, can use the delta method), and join_lag:
+(second moments of the session's positive pairs P = concordant + grade_tied, the ties-positive convention,
+of its negative pairs N = discordant and of its concordant pairs C: Σ P², Σ N², Σ P·N, Σ C², Σ C·N, so that a
+test on the ratio ΣP / ΣN, or on ΣC / ΣN, the canary verdict's PNR, can use the delta method), and join_lag:
 the event time from the impression to its first scoring (the partition's watermark then), which depends
 on how topics interleave and so is the one field that is not a function of the impressions and final
 labels alone.
@@ -108,7 +108,7 @@ def summarise(stats: Mapping[str, float]) -> Summary:
     return Summary(
         sessions=n, expired=expired, dcg=dcg_mean.get(), dcg_ci=dcg_mean.confidence_interval(),
         ndcg=stats.get("ndcg", 0.0) / n if n > 0 else None,
-        pnr=pairs.pnr("seed"), pnr_skip_ties=pairs.pnr("skip"),
+        pnr=pairs.pnr("positive"), pnr_skip_ties=pairs.pnr("skip"),
         rr=stats.get("rr", 0.0) / n if n > 0 else None,
         coverage=None if coverage is None else min(max(coverage, 0.0), 1.0),
         pairs=pairs,
