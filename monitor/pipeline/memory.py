@@ -29,7 +29,7 @@ from monitor.core.grades import Scale
 from monitor.core.stream.admission import admit, past_error
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.effects import Aggregates
-from monitor.core.stream.history import History
+from monitor.core.stream.history import History, merge_seen
 from monitor.core.stream.join import close_step, quiet_horizon, step
 from monitor.core.stream.labels import (
     Labels,
@@ -42,7 +42,7 @@ from monitor.core.stream.labels import (
 )
 from monitor.core.stream.partition import partition_for
 from monitor.core.stream.rollup import rollup
-from monitor.core.stream.stats import Stats
+from monitor.core.stream.stats import Stats, add
 from monitor.core.stream.transition import AnnotationRequest, Loaded, Transition
 from monitor.export.snapshot import Snapshot
 from monitor.pipeline.partition_state import PartitionState
@@ -85,7 +85,9 @@ class MemoryPipeline:
         self.query_stamps: dict[str, Stamps] = {}  # the ts of each query judgment that came with one
         self.shared: dict[str, SharedGrades] = {}  # query key → its shared grades
         self.pending_queries: dict[str, set[tuple[int, str]]] = {}
-        self.aggregates = Aggregates()  # every partition's: what a reader sums over partitions anyway
+        # one per partition, summed when read, as the Redis reader sums the partitions' keys: the same
+        # grouping of float sums, so both stores give the same numbers to the last bit
+        self.aggregates = [Aggregates() for _ in range(partitions)]
         self.dead_letters: deque[DeadLetter] = deque(maxlen=keep)
         self.requests: deque[AnnotationRequest] = deque(maxlen=keep)
         self.deploys: deque[Event] = deque(maxlen=keep)
@@ -117,7 +119,7 @@ class MemoryPipeline:
         except EventError as error:
             self.dead_letters.append(DeadLetter(topic, partition, offset, error.code, error.field,
                                                 error.reason, value))
-            self.aggregates.count("", f"dead_letter:{error.code}")
+            self.aggregates[partition].count("", f"dead_letter:{error.code}")
             return
         self._queue.append((target, event))
         while self._queue:
@@ -154,7 +156,7 @@ class MemoryPipeline:
     def _apply(self, partition: int, t: Transition) -> None:
         state = self.state[partition]
         evicted = state.apply(t, self.config.max_early_sessions)
-        shared = self.aggregates
+        shared = self.aggregates[partition]
         if evicted:  # a flood of labels for sessions never shown: the oldest waiting ones make room
             shared.count("", "labels_dropped:evicted", float(sum(len(labels) for _, labels in evicted)))
             shared.count("", "early_sessions_evicted", float(len(evicted)))
@@ -200,7 +202,11 @@ class MemoryPipeline:
     @property
     def counters(self) -> dict[tuple[str, str], float]:
         """(group, name) → count, over all partitions."""
-        return self.aggregates.counters
+        out: dict[tuple[str, str], float] = {}
+        for part in self.aggregates:
+            for key, value in part.counters.items():
+                out[key] = out.get(key, 0.0) + value
+        return out
 
     def prune(self) -> None:
         """Forget state older than ``state_ttl`` in event time (what Redis would have expired): sessions,
@@ -212,7 +218,8 @@ class MemoryPipeline:
         gone: set[tuple[int, str]] = set()
         for partition, state in enumerate(self.state):
             gone.update((partition, sid) for sid in state.prune(self.config))
-        self.aggregates.prune(watermark, self.config)
+        for part in self.aggregates:
+            part.prune(watermark, self.config)
         horizon = watermark - self.config.state_ttl
         for query in [q for q, seen in self.query_seen.items() if seen == -math.inf]:
             self.query_seen[query] = watermark  # judged before any impression: kept from the first prune on
@@ -247,23 +254,32 @@ class MemoryPipeline:
                     break
 
     def windows(self, watermark: float | None = None) -> dict[tuple[str, str], Stats]:
-        return rollup([self.aggregates.slices], self.watermark if watermark is None else watermark,
-                      self.config)
+        at = self.watermark if watermark is None else watermark
+        return rollup([part.slices for part in self.aggregates], at, self.config)
 
     def snapshot(self) -> Snapshot:
         """The state an exporter reads (see :class:`monitor.export.snapshot.Snapshot`)."""
-        shared = self.aggregates
-        return Snapshot(self.config, self.watermark, self.windows(), dict(shared.counters),
-                        {g: dict(s) for g, s in shared.added.items()},
-                        {g: dict(s) for g, s in shared.removed.items()})
+        added: dict[str, Stats] = {}
+        removed: dict[str, Stats] = {}
+        for part in self.aggregates:
+            for into, groups in ((added, part.added), (removed, part.removed)):
+                for group, stats in groups.items():
+                    add(into.setdefault(group, {}), stats)
+        return Snapshot(self.config, self.watermark, self.windows(), self.counters, added, removed)
 
     def history(self) -> History:
         """The canary comparisons' input: every epoch kept and when each ranker was seen."""
-        def copy(epochs: dict[int, dict[str, Stats]]) -> dict[int, dict[str, Stats]]:
-            return {i: {g: dict(s) for g, s in groups.items()} for i, groups in epochs.items()}
+        def summed(kind: str) -> dict[int, dict[str, Stats]]:
+            out: dict[int, dict[str, Stats]] = {}
+            for part in self.aggregates:
+                for index, groups in getattr(part, kind).items():
+                    into = out.setdefault(index, {})
+                    for group, stats in groups.items():
+                        add(into.setdefault(group, {}), stats)
+            return out
 
-        shared = self.aggregates
-        return History(self.config.epoch, copy(shared.epochs), dict(shared.seen), copy(shared.query_epochs))
+        seen = merge_seen([part.seen for part in self.aggregates])
+        return History(self.config.epoch, summed("epochs"), seen, summed("query_epochs"))
 
     def counter(self, name: str, group: str = "") -> float:
         return self.counters.get((group, name), 0.0)
