@@ -17,12 +17,25 @@ committed to Kafka (at most every ``COMMIT_EVERY`` seconds, and whenever the top
 committed offsets only decide where a restart resumes; what Redis applied is the truth (docs/worker.md,
 "Failure and recovery"). A rebalance waits for the batch in hand, commits what was applied, and makes the
 processor forget what it knew of the partitions.
+
+A partition's impressions are kept in step with its annotations (:func:`impressions_ready`): an impression
+waits until the annotations of its partition were read up to its record's timestamp, or to their end, as
+Kafka Streams keeps co-partitioned inputs in step by timestamp. The join closes a session when its
+partition's watermark passes the session's deadline; labels read later re-score it (the join is
+confluent), but meanwhile it counts as expired or scored on its query's shared grades alone. A consumer
+that ran ahead on a partition's impressions while its annotations lagged (a backlog, a busy machine,
+fetches of very different sizes) showed every reader a biased sample at the live edge: a deploy's
+candidate is all edge and its baseline a day old and settled, so an unchanged ranker could look worse
+for a moment, and alert. Impressions that must wait are sought back and their partition paused until the
+labels catch up; a partition that waited ``LABELS_WAIT`` seconds goes on as before until its labels are
+all read (a producer whose clock runs ahead must not stall it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
@@ -68,6 +81,29 @@ def fetch_total_bytes(batch_size: int) -> int:
     return 4 * fetch_bytes(batch_size)
 
 
+LABELS_WAIT = 30.0
+"""The longest an impression partition waits for its annotations to be read up to its time (seconds)."""
+
+
+def impressions_ready(impressions: Sequence[Any], labels_read_to: float | None) -> int:
+    """How many of ``impressions`` (one partition's fetched records, in offset order) may be applied now:
+    those whose record timestamp is at most ``labels_read_to``, the timestamp up to which the annotations
+    of the same partition were read (None: all of them were, nothing to wait for). Module docstring.
+
+    >>> from types import SimpleNamespace as R
+    >>> impressions_ready([R(timestamp=100), R(timestamp=200), R(timestamp=300)], 250.0)
+    2
+    """
+    if labels_read_to is None:
+        return len(impressions)
+    ready = 0
+    for record in impressions:
+        if record.timestamp > labels_read_to:
+            break
+        ready += 1
+    return ready
+
+
 class NoConsumer(BootStrategy):
     """Faust's boot strategy without Faust's consumer (nor its conductor and tables): the app starts the
     producer, the sensors, the tasks and :class:`BatchConsumer`, and joins no consumer group itself."""
@@ -88,6 +124,12 @@ class BatchConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         self._batch = asyncio.Lock()  # held while a batch is handled: a revocation waits for it
         self._uncommitted: dict[TopicPartition, int] = {}  # next offset to commit, per partition
         self._committed_at = time.monotonic()
+        self._labels_read_to: dict[int, float] = {}  # partition → timestamp of the last annotation read
+        self._labels_next: dict[int, int] = {}  # partition → the offset after the last annotation read
+        self._waiting: dict[TopicPartition, tuple[float, float]] = {}  # paused impressions: (timestamp of
+        # the first held record, when the wait began)
+        self._released: set[TopicPartition] = set()  # waited LABELS_WAIT: not held until labels drain
+        self.label_waits = 0  # how often a partition's impressions waited for its labels
 
     # -- the group ----------------------------------------------------------------------------------
     def consuming(self) -> bool:
@@ -110,12 +152,14 @@ class BatchConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         async with self._batch:
             await self._commit(force=True)
             self.processor.forget((tp.topic, tp.partition) for tp in revoked)
+            self._forget_labels()
 
     async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
         """After a rebalance: another worker may have written these partitions meanwhile."""
         held = [(tp.topic, tp.partition) for tp in assigned]
         self.processor.forget(held)
         self._uncommitted.clear()
+        self._forget_labels()
         self.assignments += 1
         self.rebalancing = False
         log.info("assigned %d partitions: %s", len(held), sorted(held))
@@ -146,6 +190,7 @@ class BatchConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             while True:
                 fetched = await consumer.getmany(timeout_ms=int(settings.batch_wait * 1000),
                                                  max_records=settings.batch_size)
+                await self._resume(consumer, fetched)
                 if not fetched:
                     await self._commit(force=True)  # drained: what was applied is committed now
                     continue
@@ -156,6 +201,75 @@ class BatchConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
                 await self._commit(force=True)
             finally:
                 await consumer.stop()
+
+    # -- impressions in step with their labels (module docstring) ------------------------------------
+    def _forget_labels(self) -> None:
+        """After a rebalance: positions are those the group resumes at; nothing waits (a new assignment
+        starts unpaused)."""
+        self._labels_read_to.clear()
+        self._labels_next.clear()
+        self._waiting.clear()
+        self._released.clear()
+
+    async def _labels_read_to_now(self, consumer: AIOKafkaConsumer, partition: int) -> float | None:
+        """The timestamp up to which the partition's annotations were read; None when they were all read
+        (or the worker does not hold them: nothing to wait for)."""
+        labels = TopicPartition(self.settings.topics.annotations, partition)
+        if labels not in consumer.assignment():
+            return None
+        end = consumer.highwater(labels)
+        position: int | None = self._labels_next.get(partition)
+        if position is None:
+            try:
+                position = int(await consumer.position(labels))
+            except (IllegalStateError, KafkaError):  # not known now: the labels wait to be read
+                position = None
+        if end is not None and position is not None and position >= end:
+            return None
+        return self._labels_read_to.get(partition, -math.inf)
+
+    async def _resume(self, consumer: AIOKafkaConsumer, fetched: dict[TopicPartition, list[Any]]) -> None:
+        """Note how far each partition's annotations were read in ``fetched``, resume the impression
+        partitions whose labels caught up (or that waited ``LABELS_WAIT``), then hold back, in place, the
+        impressions of ``fetched`` that must wait: sought back to the first held record and paused."""
+        roles = self.settings.topics
+        for tp, records in fetched.items():
+            if tp.topic == roles.annotations and records:
+                self._labels_read_to[tp.partition] = max(self._labels_read_to.get(tp.partition, -math.inf),
+                                                         float(records[-1].timestamp))
+                self._labels_next[tp.partition] = records[-1].offset + 1
+        now = time.monotonic()
+        held = consumer.assignment()
+        for tp, (first, since) in list(self._waiting.items()):
+            read_to = await self._labels_read_to_now(consumer, tp.partition)
+            if tp not in held or read_to is None or read_to >= first or now - since >= LABELS_WAIT:
+                del self._waiting[tp]
+                if tp in held:
+                    consumer.resume(tp)
+                if read_to is not None and read_to < first and tp in held:
+                    self._released.add(tp)
+                    log.warning("%s[%d]: impressions waited %.0f s for their partition's annotations to be "
+                                "read up to their time; going on without waiting until those are all read",
+                                tp.topic, tp.partition, now - since)
+        for tp, records in list(fetched.items()):
+            if tp.topic != roles.impressions or not records or tp not in held:
+                continue
+            read_to = await self._labels_read_to_now(consumer, tp.partition)
+            if tp in self._released:
+                if read_to is not None:
+                    continue
+                self._released.discard(tp)
+            ready = impressions_ready(records, read_to)
+            if ready == len(records):
+                continue
+            consumer.seek(tp, records[ready].offset)
+            consumer.pause(tp)
+            self._waiting[tp] = (float(records[ready].timestamp), now)
+            self.label_waits += 1
+            if ready:
+                fetched[tp] = records[:ready]
+            else:
+                del fetched[tp]
 
     async def _handle(self, consumer: AIOKafkaConsumer, fetched: dict[TopicPartition, list[Any]]) -> None:
         held = consumer.assignment()
