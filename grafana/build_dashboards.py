@@ -333,47 +333,55 @@ def overview() -> Json:
                      variables, deploys("$ranker"), panels)
 
 
+def status(lay: Layout, title: str, description: str, expr: str, legend: str, mappings: list[Json],
+           steps: list[Json], width: int = 8) -> Json:
+    """A stat panel of a state per bucket (a verdict, a check), its value's name on a coloured background."""
+    options = {**STAT, "colorMode": "background", "graphMode": "none"}
+    return panel(lay, "stat", title, description, targets((expr, legend)), width=width, height=5,
+                 mappings=mappings, steps=steps, options=options)
+
+
+def verdicts(lay: Layout, pair: str) -> list[Json]:
+    """The canary dashboard's top: the verdicts per bucket and metric, the overall verdict, the checks."""
+    buckets = f'bucket=~"$bucket", {pair}'
+    return [
+        status(lay, "Verdict: $ranker against $baseline ($kind)",
+               "The canary detector's verdict per bucket and metric (search_relevance_canary_verdict): PASS, "
+               "INCONCLUSIVE (too little evidence either way) or REGRESSION.",
+               top("search_relevance_canary_verdict", "bucket, metric", buckets),
+               "{{bucket}} {{metric}}", VERDICT_MAPPINGS, VERDICT_STEPS, width=24),
+        status(lay, "Overall verdict: $ranker against $baseline ($kind)",
+               "One verdict per bucket over both metrics (search_relevance_canary_overall_verdict): "
+               "REGRESSION if DCG@k or PNR regressed, PASS only if both passed, INCONCLUSIVE otherwise. "
+               "A pass is withheld (inconclusive) while the sample-ratio check flags a mismatch.",
+               top("search_relevance_canary_overall_verdict", "bucket", buckets),
+               "{{bucket}}", VERDICT_MAPPINGS, VERDICT_STEPS),
+        status(lay, "Sample ratio check",
+               "Does the canary get the share of the impressions it declared "
+               "(search_relevance_canary_sample_ratio_mismatch)? MISMATCH: no, and the pair's verdicts "
+               "cannot be trusted (runbook SearchRelevanceSampleRatioMismatch; the size is "
+               "search_relevance_canary_sample_ratio). NOT CHECKED: no share declared (canary_start "
+               "`share`, canary_share events) or a deploy.",
+               checked_per_bucket("search_relevance_canary_sample_ratio_mismatch", buckets),
+               "{{bucket}}", check_mappings("MISMATCH", "OK", "NOT CHECKED"), CHECK_STEPS),
+        status(lay, "Query mix check",
+               "Did both arms see queries of the same difficulty "
+               "(search_relevance_canary_covariate_imbalance)? IMBALANCED: no, and the DCG verdict "
+               "compares per-session means without the adjustment for query difficulty (runbook "
+               "SearchRelevanceCovariateImbalance). NOT CHECKED: the DCG verdict is not adjusted (no query "
+               "with history before the period, or the adjustment is off).",
+               checked_per_bucket("search_relevance_canary_covariate_imbalance", buckets),
+               "{{bucket}}", check_mappings("IMBALANCED", "BALANCED", "NOT CHECKED"), CHECK_STEPS),
+    ]
+
+
 def canary() -> Json:
     lay = Layout()
     pair = 'kind="$kind", baseline="$baseline", candidate="$ranker"'
     here = f'bucket="$bucket", {pair}'
     side = 'bucket="$bucket", ranker=~"$ranker|$baseline", window="$window"'
     panels = [
-        panel(lay, "stat", "Verdict: $ranker against $baseline ($kind)",
-              "The canary detector's verdict per bucket and metric (search_relevance_canary_verdict): PASS, "
-              "INCONCLUSIVE (too little evidence either way) or REGRESSION.",
-              targets((top("search_relevance_canary_verdict", "bucket, metric", f'bucket=~"$bucket", {pair}'),
-                       "{{bucket}} {{metric}}")),
-              width=24, height=5, mappings=VERDICT_MAPPINGS, steps=VERDICT_STEPS,
-              options={**STAT, "colorMode": "background", "graphMode": "none"}),
-        panel(lay, "stat", "Overall verdict: $ranker against $baseline ($kind)",
-              "One verdict per bucket over both metrics (search_relevance_canary_overall_verdict): "
-              "REGRESSION if DCG@k or PNR regressed, PASS only if both passed, INCONCLUSIVE otherwise. "
-              "A pass is withheld (inconclusive) while the sample-ratio check flags a mismatch.",
-              targets((top("search_relevance_canary_overall_verdict", "bucket", f'bucket=~"$bucket", {pair}'),
-                       "{{bucket}}")),
-              width=8, height=5, mappings=VERDICT_MAPPINGS, steps=VERDICT_STEPS,
-              options={**STAT, "colorMode": "background", "graphMode": "none"}),
-        panel(lay, "stat", "Sample ratio check",
-              "Does the canary get the share of the impressions it declared "
-              "(search_relevance_canary_sample_ratio_mismatch)? MISMATCH: no, and the pair's verdicts cannot "
-              "be trusted (runbook SearchRelevanceSampleRatioMismatch; the size is "
-              "search_relevance_canary_sample_ratio). NOT CHECKED: no share declared (canary_start `share`, "
-              "canary_share events) or a deploy.",
-              targets((checked_per_bucket("search_relevance_canary_sample_ratio_mismatch",
-                                          f'bucket=~"$bucket", {pair}'), "{{bucket}}")),
-              width=8, height=5, mappings=check_mappings("MISMATCH", "OK", "NOT CHECKED"), steps=CHECK_STEPS,
-              options={**STAT, "colorMode": "background", "graphMode": "none"}),
-        panel(lay, "stat", "Query mix check",
-              "Did both arms see queries of the same difficulty "
-              "(search_relevance_canary_covariate_imbalance)? IMBALANCED: no, and the DCG verdict "
-              "compares per-session means without the adjustment for query difficulty (runbook "
-              "SearchRelevanceCovariateImbalance). NOT CHECKED: the DCG verdict is not adjusted (no query "
-              "with history before the period, or the adjustment is off).",
-              targets((checked_per_bucket("search_relevance_canary_covariate_imbalance",
-                                          f'bucket=~"$bucket", {pair}'), "{{bucket}}")),
-              width=8, height=5, mappings=check_mappings("IMBALANCED", "BALANCED", "NOT CHECKED"),
-              steps=CHECK_STEPS, options={**STAT, "colorMode": "background", "graphMode": "none"}),
+        *verdicts(lay, pair),
         row(lay, "Bucket: $bucket", repeat="bucket"),
     ]
     for metric, name in (("dcg", "DCG@k"), ("pnr", "PNR")):

@@ -186,15 +186,21 @@ def test_a_valid_deploy_is_accepted_produced_and_exported(served: Served) -> Non
     assert isinstance(body["offset"], int) and body["offset"] >= 0
     assert deploy in deploys_on_topic(served)  # produced as sent
 
-    key = ("search_relevance_deploy_timestamp_seconds", (("kind", "canary_end"), ("ranker", ranker)))
-    deadline = time.monotonic() + 60
-    while key not in (samples := parse_metrics(served.worker.metrics_text())):
-        assert time.monotonic() < deadline, "the accepted deploy never reached /metrics"
-        time.sleep(0.25)
-    assert samples[key] == ts
-    # the simulator's own deploys are exported too
+    exported_deploy(served, "canary_end", ranker, ts)
+    samples = parse_metrics(served.worker.metrics_text())  # the simulator's own deploys are exported too
     assert samples[("search_relevance_deploy_timestamp_seconds",
                     (("kind", "canary_start"), ("ranker", f"cny-{served.tag}")))] == served.result.config.canary_ts
+
+
+def exported_deploy(served: Served, kind: str, ranker: str, ts: float) -> None:
+    """The worker's /metrics once it exports the deploy event of ``kind`` and ``ranker`` (60 s at most),
+    checked to carry its ``ts``."""
+    key = ("search_relevance_deploy_timestamp_seconds", (("kind", kind), ("ranker", ranker)))
+    deadline = time.monotonic() + 60
+    while key not in (samples := parse_metrics(served.worker.metrics_text())):
+        assert time.monotonic() < deadline, f"the accepted {kind} of {ranker} never reached /metrics"
+        time.sleep(0.25)
+    assert samples[key] == ts
 
 
 def test_a_change_of_share_is_accepted_produced_with_its_share_and_exported(served: Served) -> None:
@@ -207,12 +213,7 @@ def test_a_change_of_share_is_accepted_produced_with_its_share_and_exported(serv
     assert answer.status == 202, answer
     assert answer.json()["accepted"] == {"kind": "canary_share", "ranker": ranker, "ts": ts, "share": 0.2}
     assert deploy in deploys_on_topic(served)  # produced as sent, share included
-    key = ("search_relevance_deploy_timestamp_seconds", (("kind", "canary_share"), ("ranker", ranker)))
-    deadline = time.monotonic() + 60
-    while key not in (samples := parse_metrics(served.worker.metrics_text())):
-        assert time.monotonic() < deadline, "the accepted change of share never reached /metrics"
-        time.sleep(0.25)
-    assert samples[key] == ts
+    exported_deploy(served, "canary_share", ranker, ts)
 
 
 def test_metrics_parse_and_hold_no_session_document_or_query(served: Served) -> None:

@@ -7,7 +7,7 @@ import random
 
 from monitor.core.metrics import dcg, ndcg, pair_counts
 from monitor.core.stream.config import StreamConfig
-from tests.support.streams import impression, label
+from tests.support.streams import graded, impression, label
 
 GAINS = [0.0, 0.3, 0.7, 1.0]
 UNLIMITED = {"head": 1e9, "torso": 1e9, "tail": 1e9}
@@ -39,15 +39,8 @@ def shared_stream(seed: int, sessions: int = 240, queries: int = 8) -> tuple[Eve
         events.append(("impressions", sid.encode(), impression(sid, ts, docs, bucket, query=q, variant=variant)))
         own: dict[str, int] = {}
         if rng.random() < 0.6:
-            for doc in docs:
-                if rng.random() < 0.8:
-                    level = rng.randint(0, 3)
-                    if rng.random() < 0.1:  # a wrong grade first, corrected later
-                        events.append(("annotations", sid.encode(), label(sid, doc, (level + 2) % 4)))
-                    events.append(("annotations", sid.encode(), label(sid, doc, level)))
-                    if rng.random() < 0.05:
-                        events.append(("annotations", sid.encode(), label(sid, doc, level)))
-                    own[doc] = level
+            more, own = graded(rng, sid, docs, 0.8, 2)
+            events.extend(more)
             if rng.random() < 0.2:  # a document of the query it did not show
                 extra = f"{q}-d{rng.randrange(30, 33)}"
                 events.append(("annotations", sid.encode(), label(sid, extra, 2)))

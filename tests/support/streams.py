@@ -34,6 +34,25 @@ def submit_all(pipeline: MemoryPipeline, events: list[tuple[str, bytes, bytes]])
     pipeline.advance(math.inf)
 
 
+def graded(rng: random.Random, sid: str, docs: list[str], share: float, wrong: int
+           ) -> tuple[list[tuple[str, bytes, bytes]], dict[str, int]]:
+    """Annotations of session ``sid`` grading each of ``docs`` with probability ``share``: 10% of them
+    first with a wrong grade (``level + wrong``, corrected by the next), 5% delivered twice; and the final
+    grade of each document graded."""
+    events: list[tuple[str, bytes, bytes]] = []
+    final: dict[str, int] = {}
+    for doc in docs:
+        if rng.random() < share:
+            level = rng.randint(0, 3)
+            if rng.random() < 0.1:  # a wrong grade first, corrected later
+                events.append(("annotations", sid.encode(), label(sid, doc, (level + wrong) % 4)))
+            events.append(("annotations", sid.encode(), label(sid, doc, level)))
+            if rng.random() < 0.05:
+                events.append(("annotations", sid.encode(), label(sid, doc, level)))
+            final[doc] = level
+    return events, final
+
+
 def random_stream(seed: int, sessions: int = 300) -> tuple[list[tuple[str, bytes, bytes]], dict[str, dict]]:
     """Impressions and labels (with duplicates, corrections, some never labelled), and the truth."""
     rng = random.Random(seed)
@@ -48,15 +67,8 @@ def random_stream(seed: int, sessions: int = 300) -> tuple[list[tuple[str, bytes
         events.append(("impressions", sid.encode(), impression(sid, ts, docs, bucket, variant=variant)))
         final: dict[str, int] = {}
         if rng.random() < 0.85:
-            for doc in docs:
-                if rng.random() < 0.9:
-                    level = rng.randint(0, 3)
-                    if rng.random() < 0.1:  # a wrong grade first, corrected later
-                        events.append(("annotations", sid.encode(), label(sid, doc, (level + 1) % 4)))
-                    events.append(("annotations", sid.encode(), label(sid, doc, level)))
-                    if rng.random() < 0.05:
-                        events.append(("annotations", sid.encode(), label(sid, doc, level)))
-                    final[doc] = level
+            more, final = graded(rng, sid, docs, 0.9, 1)
+            events.extend(more)
         truth[sid] = {"bucket": bucket, "variant": variant, "docs": docs, "labels": final}
     return events, truth
 
