@@ -43,7 +43,8 @@ from monitor.worker.canary import Verdicts, alert_loop
 from monitor.worker.consumer import BatchConsumer, NoConsumer
 from monitor.worker.exporter import Exporter
 from monitor.worker.http import HttpServer
-from monitor.worker.processor import Consumed, Entry, Processor
+from monitor.worker.outbox import Entry
+from monitor.worker.processor import Consumed, Processor
 from monitor.worker.reread import committed_offsets, fetch_range
 from monitor.worker.runtime import Runtime, RuntimeView
 from monitor.worker.settings import WorkerSettings

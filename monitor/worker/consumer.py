@@ -47,7 +47,8 @@ from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError  # 
 from faust.app.base import BootStrategy
 
 from monitor.worker.backoff import Backoff
-from monitor.worker.processor import Consumed, Entry, Processor
+from monitor.worker.outbox import Entry
+from monitor.worker.processor import Consumed, Processor
 from monitor.worker.settings import WorkerSettings
 
 log = logging.getLogger("monitor.worker")

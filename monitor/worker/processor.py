@@ -1,8 +1,7 @@
 """The worker's per-message logic, free of Faust: hand a message to :class:`RedisState`, turn what it
 produced into outbox entries, and keep the local counts the pipeline-health series need.
 
-Outbox entries are JSON: ``{"topic", "key", "value", "headers"}`` with key and value in base64, so a dead
-letter keeps the original bytes exactly. :func:`decode_entry` reads them back for the producer.
+What a message publishes, and the outbox's wire format, are :mod:`monitor.worker.outbox`'s.
 
 Redis, not Kafka's committed offsets, says what has been applied (docs/worker.md, "Failure and
 recovery"). :attr:`Processor.positions` remembers, per (topic, partition), the last message this process
@@ -19,26 +18,22 @@ writes) is redone from a fresh read, which then skips what the other one applied
 from __future__ import annotations
 
 import asyncio
-import base64
 import functools
-import json
 import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
-from monitor.core.events import EventError, encode_annotation
-from monitor.core.stream.transition import AnnotationRequest
+from monitor.core.events import EventError
 from monitor.pipeline.batch import Fenced, Message, Outcome, StateBehind
 from monitor.pipeline.client import REDIS_UNAVAILABLE
 from monitor.pipeline.writer import RedisState
 from monitor.worker.backoff import Backoff
+from monitor.worker.outbox import Entry, decode_entry, outbox_entries
 from monitor.worker.settings import Topics
 
 log = logging.getLogger("monitor.worker")
-HEADER_PREFIX = "monitor."
 
 
 T = TypeVar("T")
@@ -57,40 +52,6 @@ class Consumed(NamedTuple):
 Fetch = Callable[[str, int, int, int, int], Awaitable[Sequence[Consumed]]]
 """``fetch(topic, partition, start, end, limit)``: up to ``limit`` messages of the partition with
 ``start <= offset < end``, in offset order, read from Kafka again (fewer only when none is left)."""
-
-
-@dataclass(frozen=True)
-class Entry:
-    topic: str
-    key: bytes | None
-    value: bytes
-    headers: tuple[tuple[str, bytes], ...] = ()
-
-
-def encode_entry(entry: Entry) -> bytes:
-    return json.dumps({
-        "topic": entry.topic,
-        "key": None if entry.key is None else base64.b64encode(entry.key).decode(),
-        "value": base64.b64encode(entry.value).decode(),
-        "headers": [[name, base64.b64encode(value).decode()] for name, value in entry.headers],
-    }, separators=(",", ":")).encode()
-
-
-def decode_entry(raw: bytes) -> Entry:
-    obj = json.loads(raw)
-    return Entry(obj["topic"], None if obj["key"] is None else base64.b64decode(obj["key"]),
-                 base64.b64decode(obj["value"]),
-                 tuple((name, base64.b64decode(value)) for name, value in obj["headers"]))
-
-
-def request_json(request: AnnotationRequest) -> bytes:
-    """An annotation request as published: the session's top-k documents without a grade yet, to be
-    graded, and how many of its top k were graded already (docs/events.md)."""
-    return json.dumps({
-        "type": "annotation_request", "schema": 1, "session_id": request.session_id, "query": request.query,
-        "query_bucket": request.bucket, "ranker": request.ranker, "variant": request.variant, "k": request.k,
-        "doc_ids": request.docs, "judged": request.judged, "ts": request.ts,
-    }, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 class Processor:
@@ -119,20 +80,7 @@ class Processor:
 
     def _entries(self, partition: int, message: Message, outcome: Outcome) -> Sequence[bytes]:
         """The outbox entries of a message's outcome (the :data:`~monitor.pipeline.batch.Outbox`)."""
-        out: list[Entry] = []
-        error = outcome.dead_letter
-        if error is not None:
-            out.append(Entry(self.topics.dead_letters, message.key, message.raw, tuple(
-                (HEADER_PREFIX + name, value.encode()) for name, value in (
-                    ("error.code", error.code), ("error.field", error.field), ("error.reason", error.reason),
-                    ("source.topic", message.topic), ("source.partition", str(partition)),
-                    ("source.offset", str(message.offset))))))
-        if outcome.transition is not None:
-            for request in outcome.transition.requests:
-                out.append(Entry(self.topics.requests, request.session_id.encode(), request_json(request)))
-        for session_id, annotation in outcome.fan_out:
-            out.append(Entry(self.topics.annotations, session_id.encode(), encode_annotation(annotation)))
-        return [encode_entry(e) for e in out]
+        return outbox_entries(self.topics, partition, message, outcome)
 
     async def handle(self, topic: str, partition: int, offset: int, key: bytes | None, raw: bytes) -> Outcome:
         """One message (a batch of one)."""

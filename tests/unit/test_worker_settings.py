@@ -21,7 +21,7 @@ from monitor.core.events import Annotation, Label, encode_annotation
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig, stream_toml
 from monitor.services.tls import TlsFiles, make_tls_files
-from monitor.worker.processor import Entry, decode_entry, encode_entry
+from monitor.worker.outbox import Entry, decode_entry, encode_entry
 from monitor.worker.security import HideSaslPayloads, KafkaSecurity
 from monitor.worker.settings import ENV, SettingsError, describe, load_settings
 
