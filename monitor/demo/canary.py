@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from monitor.alerting import AlertmanagerClient
-from monitor.core.canary import CanaryConfig, Check, Comparison, Verdict, comparisons, detect_deploys, overall
+from monitor.core.canary import CanaryConfig, Check, Comparison, Verdict, comparisons, every_deploy, overall
 from monitor.core.canary.alerts import AlertBook, AlertConfig, Notification, check_note
 from monitor.core.canary.verdict import VERDICTS, VerdictName
 from monitor.core.events import Deploy
@@ -176,7 +176,7 @@ class CanaryJudge:
     def update(self, history: History, deploys: Sequence[Deploy], ts: float,
                wall: float) -> tuple[list[VerdictRow], list[AlertNote]]:
         found = comparisons(history, deploys, self.config)
-        self.latest = (found, sorted([*deploys, *detect_deploys(history, deploys)], key=lambda d: d.ts))
+        self.latest = (found, every_deploy(history, deploys))
         rows = [VerdictRow.of(c) for c in found]
         notes = [AlertNote(n.status, n.labels, n.annotations, ts, wall, update=n.status == "firing"
                            and n.starts_at < ts, payload=n) for n in self.book.update(ts, found)]

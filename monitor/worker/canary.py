@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from monitor.alerting.alertmanager import AlertmanagerClient
-from monitor.core.canary import CanaryConfig, Comparison, comparisons, detect_deploys
+from monitor.core.canary import CanaryConfig, Comparison, comparisons, every_deploy
 from monitor.core.canary.alerts import AlertBook, AlertConfig
 from monitor.core.events import Deploy
 from monitor.pipeline.writer import RedisState
@@ -32,7 +32,7 @@ class Verdicts:
 async def current(state: RedisState, config: CanaryConfig) -> Verdicts:
     deploys = await state.deploys()
     history = await state.history(deploys, config)
-    every = sorted([*deploys, *detect_deploys(history, deploys)], key=lambda d: d.ts)
+    every = every_deploy(history, deploys)
     return Verdicts(comparisons(history, deploys, config), every)
 
 

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from monitor.core.canary import CanaryConfig, Comparison, comparisons, detect_deploys
+from monitor.core.canary import CanaryConfig, Comparison, comparisons, every_deploy
 from monitor.core.events import Deploy
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
@@ -43,7 +43,7 @@ def simulated(sessions: int = 200, seed: int = 5) -> Simulated:
         memory.submit(event.topic, event.key, event.value)
     deploys = sorted((d for d in memory.deploys if isinstance(d, Deploy)), key=lambda d: d.ts)
     history = memory.history()
-    every = sorted([*deploys, *detect_deploys(history, deploys)], key=lambda d: d.ts)
+    every = every_deploy(history, deploys)
     return Simulated(memory, comparisons(history, deploys, CanaryConfig()), every)
 
 

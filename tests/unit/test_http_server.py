@@ -27,7 +27,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.core.canary import comparisons, detect_deploys
+from monitor.core.canary import comparisons, every_deploy
 from monitor.core.events import Deploy
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
@@ -87,7 +87,7 @@ def verdicts_of(memory: MemoryPipeline) -> Verdicts:
     """What ``monitor.worker.canary.current`` computes, from the in-process state."""
     deploys = sorted((d for d in memory.deploys if isinstance(d, Deploy)), key=lambda d: d.ts)
     history = memory.history()
-    every = sorted([*deploys, *detect_deploys(history, deploys)], key=lambda d: d.ts)
+    every = every_deploy(history, deploys)
     return Verdicts(comparisons(history, deploys, SETTINGS.canary()), every)
 
 

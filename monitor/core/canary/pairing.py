@@ -17,12 +17,8 @@ seen (any order). Per bucket:
   and unlabelled (``""``) groups. Such a comparison is weaker evidence than a canary (before and after
   differ in time too), and it ends when a newer ``deploy`` names R as its ``previous`` (R was replaced).
 
-**Detected deploys** (:func:`detect_deploys`): a ranker R whose first plain impression lies in a later
-epoch than the first of some other plain ranker, which has served for at least one epoch since (a stray
-impression is not a deploy), and which no ``deploy`` event names, was deployed without an event: a
-``deploy`` of R at its first impression is assumed, its ``previous`` being the plain ranker seen most
-recently before it (last seen in R's first epoch or the one before; ties: by name). Rankers present
-from the first epoch are never "detected".
+Deploys without an event are detected from the impressions (:mod:`.detection`) and join the deploy
+events.
 
 A ``rollback`` or ``canary_end`` of R newer than R's start (its ``canary_start``, resp. its ``deploy``;
 for a canary without a ``canary_start``, any such event) ends R's comparison: none is returned for it.
@@ -47,6 +43,7 @@ import numpy as np
 from monitor.core.canary.checks import Check, Segment, sample_ratio
 from monitor.core.canary.config import CanaryConfig
 from monitor.core.canary.covariates import Adjustment, covariates, query_epochs
+from monitor.core.canary.detection import detect_deploys, every_deploy
 from monitor.core.canary.estimates import METRICS
 from monitor.core.canary.judging import Epochs, judge, total
 from monitor.core.canary.verdict import Verdict
@@ -89,28 +86,10 @@ def _bucket_order(bucket: str) -> tuple[int, str]:
     return (BUCKETS.index(bucket) if bucket in BUCKETS else len(BUCKETS), bucket)
 
 
-def detect_deploys(history: History, deploys: Sequence[Deploy]) -> list[Deploy]:
-    """The deploys the impressions show but no ``deploy`` event names (module docstring), by time."""
-    named = {d.ranker for d in deploys if d.kind == "deploy"}
-    plain = {ranker: span for (arm, ranker), span in history.seen.items() if arm == "plain"}
-    out = []
-    for ranker, (first, last) in sorted(plain.items()):
-        if ranker in named or last - first < history.width:
-            continue
-        epoch = history.epoch(first)
-        before = [(last, other) for other, (other_first, last) in plain.items()
-                  if other != ranker and history.epoch(other_first) < epoch
-                  and history.epoch(last) >= epoch - 1]
-        if before:
-            previous = min(before, key=lambda item: (-item[0], item[1]))[1]
-            out.append(Deploy("deploy", ranker, first, previous=previous))
-    return sorted(out, key=lambda d: (d.ts, d.ranker))
-
-
 def first_epoch(history: History, deploys: Sequence[Deploy], config: CanaryConfig) -> int | None:
     """The oldest epoch any comparison may read (a reader need not load older ones); None: no deploy
     event and no canary seen, so no epoch is needed."""
-    every = [*deploys, *detect_deploys(history, deploys)]
+    every = every_deploy(history, deploys)
     starts = [d.ts for d in every if d.kind == "canary_start"]
     starts.extend(d.ts - config.baseline_window for d in every if d.kind == "deploy" and d.previous)
     starts.extend(first for (arm, _), (first, _) in history.seen.items() if arm == "canary")
