@@ -26,6 +26,7 @@ class PipelineView:
     redis_retries: int = 0
     quiet_closed: int = 0
     processing_retries: int = 0
+    label_waits: int = 0  # impressions held back for their partition's labels (monitor/worker/consumer.py)
     stage_cpu: Mapping[str, float] = field(default_factory=dict)  # stage → CPU seconds (RedisState.cpu)
     exporter: bool = False  # this worker holds the exporter's lease (monitor/worker/exporter.py)
     rollups_computed: int = 0  # rollups it computed and stored
@@ -62,6 +63,9 @@ class PipelineCollector(Collector):
             "processing_retries": counter("processing_retries", "Messages this worker tried again alone "
                                           "after an unexpected failure (not Redis unreachable); one failing "
                                           "every attempt is a processing_error dead letter", []),
+            "label_waits": counter("label_waits", "Times this worker held a partition's impressions back "
+                                   "until its annotations were read up to their time, so that no session "
+                                   "closes before the labels produced with it (docs/worker.md)", []),
             "worker_cpu_seconds": counter("worker_cpu_seconds", "CPU seconds this worker spent in the "
                                           "synchronous stages of its batches: decode (validation), join "
                                           "(the steps: sampling, scoring, aggregates), encode (the commit's "
@@ -83,6 +87,7 @@ class PipelineCollector(Collector):
         families["redis_retries"].add_metric([], view.redis_retries)
         families["quiet_closes"].add_metric([], view.quiet_closed)
         families["processing_retries"].add_metric([], view.processing_retries)
+        families["label_waits"].add_metric([], view.label_waits)
         for stage, seconds in sorted(view.stage_cpu.items()):
             families["worker_cpu_seconds"].add_metric([stage], seconds)
         yield from families.values()

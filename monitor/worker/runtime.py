@@ -56,6 +56,7 @@ class RuntimeView:
                             redis_memory=None, redis_retries=processor.retries,
                             quiet_closed=processor.quiet_closed,
                             processing_retries=processor.processing_retries,
+                            label_waits=runtime.consumer.label_waits,
                             stage_cpu=dict(runtime.state.cpu), exporter=runtime.exporter.holding,
                             rollups_computed=runtime.exporter.computed)
 

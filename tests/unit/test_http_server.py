@@ -186,7 +186,8 @@ async def test_without_a_rollup_the_shared_series_have_no_samples(
     assert "# TYPE search_relevance_dcg gauge" in text and "# TYPE search_relevance_canary_verdict gauge" in text
     assert not {n for n in names if n.startswith("search_relevance_") and not n.startswith(ROLLUP_SERIES)} - {
         "search_relevance_events_total", "search_relevance_consumer_lag", "search_relevance_redis_retries_total",
-        "search_relevance_quiet_closes_total", "search_relevance_processing_retries_total"}
+        "search_relevance_quiet_closes_total", "search_relevance_processing_retries_total",
+        "search_relevance_label_waits_total"}
     assert ("search_relevance_rollup_age_seconds", ()) not in samples
     assert samples[("search_relevance_rollup_exporter", ())] == 1.0
     view.no_rollup = False  # the same registry exports the rollup once there is one
