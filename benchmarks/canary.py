@@ -29,12 +29,12 @@ monitoring). Scenarios, all on DCG:
 
 **Methods**, on the same streams:
 
-* **before** (the monitor until now): :func:`~monitor.core.canary.paths.log_mean_path` of each arm's
-  pooled cumulative sums and :func:`~monitor.core.canary.paths.verdict_path` at every look, stateless;
+* **before** (the monitor until now): :func:`~monitor.core.canary.verdict_paths.log_mean_path` of each arm's
+  pooled cumulative sums and :func:`~monitor.core.canary.verdict_paths.verdict_path` at every look, stateless;
 * **after**: time-matched (:func:`~monitor.core.canary.matched.matched_mean_path`: strata are the hour
   since the canary's start, or the hour of day for a deploy; the baseline reweighted to the candidate's
-  mix), :func:`~monitor.core.canary.paths.effect_verdict_path`, and sticky
-  (:func:`~monitor.core.canary.paths.sticky_path`: the running intersection over the looks);
+  mix), :func:`~monitor.core.canary.verdict_paths.effect_verdict_path`, and sticky
+  (:func:`~monitor.core.canary.verdict_paths.sticky_path`: the running intersection over the looks);
 * **adjusted** (deploys): "after" plus the adjustment for query difficulty the stream now applies
   (:mod:`monitor.core.canary.adjusted`): each query's mean DCG over a further day of the previous
   ranker's sessions, the day before the baseline's, is the covariate.
@@ -75,7 +75,7 @@ from canary_world import simulate as simulate_runs
 from monitor.core.canary import CanaryConfig
 from monitor.core.canary.matched import matched_mean_path
 from monitor.core.canary.metric_paths import dcg_paths
-from monitor.core.canary.paths import (
+from monitor.core.canary.verdict_paths import (
     PASS,
     REGRESSION,
     VerdictPath,

@@ -37,7 +37,7 @@ from canary_world import (
     unchecked_dcg,
 )
 
-from monitor.core.canary.paths import PASS, REGRESSION
+from monitor.core.canary.verdict_paths import PASS, REGRESSION
 from monitor.sim.world import World
 
 NEVER = np.iinfo(np.int64).max

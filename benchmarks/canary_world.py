@@ -40,7 +40,7 @@ from monitor.core.canary.checks import log_ratio_bf
 from monitor.core.canary.covariates import covariate_sums
 from monitor.core.canary.matched import matched_mean_paths, matched_paths
 from monitor.core.canary.metric_paths import DcgPaths, PnrPaths, dcg_paths, decide, pnr_paths
-from monitor.core.canary.paths import EffectPath, VerdictPath
+from monitor.core.canary.verdict_paths import EffectPath, VerdictPath
 from monitor.core.stream.config import StreamConfig
 from monitor.sim.world import HOURS, World
 

@@ -9,8 +9,8 @@ without). Every precomputed session keeps its shown documents, so a simulated se
 
 **The canary** (as in ``benchmarks/canary.py``): 50/50 random split, random start hour, a look per epoch
 (15 minutes), 48 hours, DCG@k, time-matched (strata: the hour since the start) and sticky
-(:func:`~monitor.core.canary.paths.sticky_path`). Before it, a **warm-up day**: the baseline ranker alone
-serves 24 hours of traffic under the same labelling rule, which fills the judged pairs and the queries'
+(:func:`~monitor.core.canary.verdict_paths.sticky_path`). Before it, a **warm-up day**: the baseline ranker
+alone serves 24 hours of traffic under the same labelling rule, which fills the judged pairs and the queries'
 history. Each simulated warm-up day is followed by one canary of every scenario (A/A, −5%, −10%, and both
 with new documents), each from a copy of the day's end state with its own random numbers: the cells share
 their warm-up days (and start hours), which makes them comparable and the benchmark cheaper.
@@ -62,7 +62,7 @@ import numpy.typing as npt
 from monitor.core.canary import CanaryConfig
 from monitor.core.canary.adjusted import FIELDS, CovariateSums, adjusted_mean_path, query_covariate
 from monitor.core.canary.matched import matched_mean_path
-from monitor.core.canary.paths import (
+from monitor.core.canary.verdict_paths import (
     REGRESSION,
     EffectPath,
     VerdictPath,

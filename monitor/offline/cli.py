@@ -13,8 +13,8 @@ from monitor.core.grades import parse_scale
 from monitor.core.measures import Measure, accepted_measures, parse_measure
 from monitor.extras import missing_extra
 from monitor.offline.errors import InputError
+from monitor.offline.no_huge_pages import normal_pages
 from monitor.offline.output import render
-from monitor.offline.pages import normal_pages
 from monitor.offline.progress import Progress
 
 DEFAULT_TREC_MEASURES = ("nDCG@10", "P@10", "AP", "RR")
@@ -105,7 +105,7 @@ def main(argv: Sequence[str]) -> int:
         defaults = DEFAULT_SESSION_MEASURES if sessions_mode else DEFAULT_TREC_MEASURES
         measures: list[Measure] = list(dict.fromkeys(parse_measure(m) for m in (args.measures or defaults)))
         progress = Progress(total=3 + len(measures))
-        with normal_pages():  # see monitor/offline/pages.py: huge-page faults cost more than they save
+        with normal_pages():  # monitor/offline/no_huge_pages.py: huge-page faults cost more than they save
             batch = _session_batch(args, progress) if sessions_mode else _trec_batch(args, progress)
             for measure in measures:
                 progress.step(f"computing {measure}")

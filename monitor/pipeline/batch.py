@@ -16,9 +16,9 @@ from typing import NamedTuple
 
 from monitor.core.events import Annotation, Deploy, EventError
 from monitor.core.stream.config import StreamConfig
-from monitor.core.stream.counted import Counted
 from monitor.core.stream.effects import Aggregates, Retention
 from monitor.core.stream.labels import Labels, Stamps
+from monitor.core.stream.lean import Counted
 from monitor.core.stream.session import SessionRecord
 from monitor.core.stream.transition import Transition
 from monitor.pipeline.keys import SEQ, Keys

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 from monitor.core.events import Annotation, Event, Impression
 from monitor.core.stream.config import StreamConfig
-from monitor.core.stream.counted import Counted, only_counted
 from monitor.core.stream.join import frequency_slices, next_watermark
 from monitor.core.stream.labels import Labels, SharedGrades, Stamps
+from monitor.core.stream.lean import Counted, only_counted
 from monitor.core.stream.sampling import budget_period
 from monitor.core.stream.session import SessionRecord, query_key
 from monitor.core.stream.transition import Loaded, Transition
@@ -78,7 +78,7 @@ class PartitionState:
 
     def count_only(self, event: Impression, query_labels: Mapping[str, Labels], config: StreamConfig,
                    partitions: int) -> Counted | None:
-        """An impression the step would only count (:func:`~monitor.core.stream.counted.only_counted`),
+        """An impression the step would only count (:func:`~monitor.core.stream.lean.only_counted`),
         applied to this state as :meth:`apply` would apply its transition (the watermark and the sketch);
         None, and nothing changed, when the step must run: the session has a record (a duplicate) or early
         labels, a session may be due to close by the new watermark, or the impression may be sampled."""

@@ -25,9 +25,9 @@ from typing import Any
 
 from monitor.core.events import Annotation, Event, Impression
 from monitor.core.stream.config import StreamConfig
-from monitor.core.stream.counted import frequency_fields
 from monitor.core.stream.join import frequency_slices
 from monitor.core.stream.labels import Labels, Stamps
+from monitor.core.stream.lean import frequency_fields
 from monitor.core.stream.sampling import budget_period, may_sample
 from monitor.core.stream.session import SessionRecord, query_key
 from monitor.pipeline.client import RedisClient, queue_mget

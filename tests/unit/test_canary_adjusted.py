@@ -21,7 +21,7 @@ from monitor.core.canary.adjusted import (
     query_covariate,
 )
 from monitor.core.canary.matched import matched_mean_path, matched_mean_paths
-from monitor.core.canary.paths import (
+from monitor.core.canary.verdict_paths import (
     REGRESSION,
     EffectPath,
     effect_verdict_path,

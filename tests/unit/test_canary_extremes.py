@@ -15,7 +15,7 @@ from monitor.core.canary.bounds import zero_mean_upper
 from monitor.core.canary.checks import Segment, concentration, log_ratio_bf, sample_ratio
 from monitor.core.canary.covariates import covariate_sums
 from monitor.core.canary.metric_paths import balance_path, dcg_paths, decide
-from monitor.core.canary.paths import REGRESSION, EffectPath
+from monitor.core.canary.verdict_paths import REGRESSION, EffectPath
 
 CONFIG = CanaryConfig()
 

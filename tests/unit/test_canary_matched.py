@@ -11,7 +11,7 @@ import pytest
 
 from monitor.core.canary import CanaryConfig, comparisons
 from monitor.core.canary.matched import fields_of, matched_paths
-from monitor.core.canary.paths import (
+from monitor.core.canary.verdict_paths import (
     INCONCLUSIVE,
     PASS,
     REGRESSION,

@@ -14,7 +14,7 @@ import pytest
 from monitor.core.canary import CanaryConfig, compare
 from monitor.core.canary.estimates import log_statistic
 from monitor.core.canary.matched import matched_mean_path
-from monitor.core.canary.paths import (
+from monitor.core.canary.verdict_paths import (
     INCONCLUSIVE,
     PASS,
     REGRESSION,

@@ -110,7 +110,7 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.core.canary.matched import _Strata, matched_mean_paths
-from monitor.core.canary.paths import EffectPath, FloatArray, LogPath
+from monitor.core.canary.verdict_paths import EffectPath, FloatArray, LogPath
 
 IntArray = npt.NDArray[np.int64]
 FIELDS = ("n", "x", "xx", "c", "cc", "xc", "n0", "x0", "xx0")

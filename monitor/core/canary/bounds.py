@@ -40,8 +40,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from monitor.core.canary.paths import EffectPath, FloatArray, LogPath
 from monitor.core.canary.sequential import Mixture, half_widths
+from monitor.core.canary.verdict_paths import EffectPath, FloatArray, LogPath
 
 
 def _f(x: npt.ArrayLike) -> FloatArray:

@@ -45,7 +45,7 @@ import numpy.typing as npt
 
 from monitor.core.canary.config import CanaryConfig
 from monitor.core.canary.metric_paths import Balance
-from monitor.core.canary.paths import FloatArray
+from monitor.core.canary.verdict_paths import FloatArray
 
 CheckName = str  # "sample_ratio" or "covariate_balance"
 

@@ -5,8 +5,8 @@ the period's epochs up to the i-th (a canary's control too; a deploy's baseline 
 look). With ``CanaryConfig.time_matched`` each arm is split into time strata (``stratum``: the epoch's
 ``match_slot``-long stretch of a canary's period, or its phase in ``match_period`` for a deploy) and the
 baseline is reweighted to the candidate's mix (:mod:`.matched`). The verdict path over the looks
-(:mod:`.paths`) is made sticky with ``CanaryConfig.sticky`` (running intersection), and its last look is
-the verdict, with how often it changed along the way and when it last did. Per metric:
+(:mod:`.verdict_paths`) is made sticky with ``CanaryConfig.sticky`` (running intersection), and its last look
+is the verdict, with how often it changed along the way and when it last did. Per metric:
 
 * **dcg**: mean DCG@k per session, adjusted for query difficulty where there is a covariate
   (:mod:`.adjusted`), unless the arms' covariates are out of balance (:func:`.checks.covariate_balance`):
@@ -48,8 +48,8 @@ from monitor.core.canary.config import CanaryConfig
 from monitor.core.canary.covariates import Adjustment, with_covariate
 from monitor.core.canary.matched import WIDTHS, fields_of
 from monitor.core.canary.metric_paths import dcg_paths, pnr_paths
-from monitor.core.canary.paths import INCONCLUSIVE, PASS, REGRESSION, LogPath, VerdictPath
 from monitor.core.canary.verdict import Verdict, VerdictName, reason
+from monitor.core.canary.verdict_paths import INCONCLUSIVE, PASS, REGRESSION, LogPath, VerdictPath
 from monitor.core.stream.history import History
 from monitor.core.stream.stats import Stats, add
 

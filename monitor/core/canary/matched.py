@@ -47,7 +47,7 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
-from monitor.core.canary.paths import ZERO_MEAN, EffectPath, FloatArray, LogPath
+from monitor.core.canary.verdict_paths import ZERO_MEAN, EffectPath, FloatArray, LogPath
 
 DCG_FIELDS = ("sessions", "dcg", "dcg_sq")
 PNR_FIELDS = ("sessions", "concordant", "discordant", "pnr_con_sq", "pnr_neg_sq", "pnr_con_neg")

@@ -27,7 +27,8 @@ from monitor.core.canary.bounds import with_bounds
 from monitor.core.canary.config import CanaryConfig
 from monitor.core.canary.covariates import covariate_sums
 from monitor.core.canary.matched import matched_mean_paths, matched_paths, pnr_components
-from monitor.core.canary.paths import (
+from monitor.core.canary.sequential import half_widths, log_ratios
+from monitor.core.canary.verdict_paths import (
     INCONCLUSIVE,
     PASS,
     REGRESSION,
@@ -39,7 +40,6 @@ from monitor.core.canary.paths import (
     effect_verdict_path,
     sticky_path,
 )
-from monitor.core.canary.sequential import half_widths, log_ratios
 
 BoolArray = npt.NDArray[np.bool_]
 

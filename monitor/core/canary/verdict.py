@@ -1,7 +1,7 @@
 """A canary verdict as a value: pass, regression or inconclusive, with the relative change, its
 always-valid confidence sequence, the evidence, the sessions per arm and why; and the words of its reason.
 
-The rules that decide it are in :mod:`.paths` (one look, or every look of a comparison at once) and
+The rules that decide it are in :mod:`.verdict_paths` (one look, or every look of a comparison at once) and
 :mod:`.judging` (which comparison each metric runs); docs/canary.md states them.
 
 >>> Verdict("inconclusive", None, None, None, None, 10, 12, "too few sessions").trusted

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 from monitor.core.events import Deploy
 from monitor.core.stream.config import StreamConfig
-from monitor.core.stream.counted import Counted
 from monitor.core.stream.history import Seen, epoch_of, prune_epochs, prune_seen, see
+from monitor.core.stream.lean import Counted
 from monitor.core.stream.rollup import SliceKey, slice_keys, wanted_slices
 from monitor.core.stream.stats import Stats, is_removal
 from monitor.core.stream.transition import Transition

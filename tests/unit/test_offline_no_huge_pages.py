@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.offline import pages
+from monitor.offline import no_huge_pages as pages
 
 
 @pytest.mark.parametrize("before", [True, False])
