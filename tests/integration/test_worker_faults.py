@@ -270,20 +270,25 @@ def test_worker_sigkilled_at_20_random_points_ends_with_the_same_numbers(
         run: Run, store_url: str, tmp_path: Path, group_factory: list[Group]) -> None:
     # a group of its own per store: one that found the stream's offsets committed would have nothing to do
     name = "killed20-cluster" if is_cluster_url(store_url) else "killed20"
-    # batches of 500: a restarted worker applies a batch or two before the next kill, and batches of the
-    # default 2,000 would carry the kills past the stream's end
-    group = new_group(run, store_url, tmp_path, group_factory, name, {**STATIC, "MONITOR_BATCH_SIZE": "500"})
+    # batches of 250: a restarted worker applies a batch or two before the next kill, and larger batches
+    # (the default 2,000; 500 once the worker drained this stream at ~10,000 messages/s) carry the kills
+    # past the stream's end
+    group = new_group(run, store_url, tmp_path, group_factory, name, {**STATIC, "MONITOR_BATCH_SIZE": "250"})
     progress = Progress(store_url, group)
     rng = random.Random(20)
-    # one random point in each twentieth of the stream's first 90%: a restarted worker applies a batch or
-    # two before it is killed again, so a run of targets close together would carry the kills past the end
-    targets = [(0.02 + 0.88 * (i + rng.random()) / KILLS) * run.messages for i in range(KILLS)]
+    # one random point in each twentieth of the stream's first 80%: a restarted worker applies a batch or
+    # two before it is killed again (1,000-1,600 messages past its target here), so a run of targets close
+    # together would carry the kills past the end
+    targets = [(0.02 + 0.78 * (i + rng.random()) / KILLS) * run.messages for i in range(KILLS)]
     started = time.monotonic()
     worker = group.start()
     kills = [0]
     for target in targets:
         progress.wait(max(target, kills[-1] + 1))  # the restarted worker has committed something
-        time.sleep(rng.uniform(0.0, 0.3))  # anywhere in a batch: reading, committing, producing, acking
+        # anywhere in a batch: reading, committing, producing, acking. A batch of 250 takes some 30 ms at
+        # this stream's rate (~10,000 messages/s since the consumer keeps impressions in step with their
+        # labels); a wait of up to 0.3 s let one kill run ~3,000 messages on and the kills past the end
+        time.sleep(rng.uniform(0.0, 0.04))
         group.kill(worker)
         kills.append(progress.applied())
         worker = group.start()
