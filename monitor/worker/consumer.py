@@ -34,6 +34,7 @@ all read (a producer whose clock runs ahead must not stall it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
@@ -245,8 +246,9 @@ class BatchConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             read_to = await self._labels_read_to_now(consumer, tp.partition)
             if tp not in held or read_to is None or read_to >= first or now - since >= LABELS_WAIT:
                 del self._waiting[tp]
-                if tp in held:
-                    consumer.resume(tp)
+                if tp in held:  # (revoked meanwhile: IllegalStateError; a new assignment starts unpaused)
+                    with contextlib.suppress(IllegalStateError):
+                        consumer.resume(tp)
                 if read_to is not None and read_to < first and tp in held:
                     self._released.add(tp)
                     log.warning("%s[%d]: impressions waited %.0f s for their partition's annotations to be "
@@ -263,8 +265,12 @@ class BatchConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             ready = impressions_ready(records, read_to)
             if ready == len(records):
                 continue
-            consumer.seek(tp, records[ready].offset)
-            consumer.pause(tp)
+            try:
+                consumer.seek(tp, records[ready].offset)
+                consumer.pause(tp)
+            except IllegalStateError:  # revoked by a rebalance during an await above: not ours to hold
+                del fetched[tp]  # (nor to apply: _handle keeps only what the consumer still holds)
+                continue
             self._waiting[tp] = (float(records[ready].timestamp), now)
             self.label_waits += 1
             if ready:

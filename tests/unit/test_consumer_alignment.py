@@ -132,3 +132,18 @@ def test_a_rebalance_forgets_what_was_read_and_what_waited() -> None:
     assert batch._waiting and batch._labels_read_to
     asyncio.run(batch.on_partitions_assigned([]))
     assert not batch._waiting and not batch._labels_read_to and not batch._labels_next
+
+
+def test_a_partition_revoked_during_the_check_is_neither_held_nor_applied() -> None:
+    """A rebalance may revoke a partition while the check awaits aiokafka: seeking or pausing it then raises
+    IllegalStateError; its records are dropped (the next owner reads them) and the loop goes on."""
+    from aiokafka.errors import IllegalStateError  # type: ignore[import-untyped]
+
+    class Revoked(Consumer):
+        def seek(self, tp: TopicPartition, offset: int) -> None:
+            raise IllegalStateError(f"No current assignment for partition {tp}")
+
+    consumer = Revoked({IMP0, ANN0}, {ANN0: 3}, {ANN0: 0})
+    batch = new_batch()
+    out = align(batch, consumer, {IMP0: records(5, [10, 20]), ANN0: records(0, [1])})
+    assert IMP0 not in out and not batch._waiting and consumer.paused == set()
