@@ -179,7 +179,7 @@ def print_pnr(results: Sequence[tuple[Cell, Result]]) -> None:
           "pair grade-tied). PNR (default): concordant / discordant, guarded by the pairs of different "
           "grades; ties-positive convention: grade-tied pairs counted as positive, as the verdict was "
           "decided before.\n")
-    print("| bucket | lists all irrelevant | runs | PNR: pass · regression | seed-convention PNR: pass · "
+    print("| bucket | lists all irrelevant | runs | PNR: pass · regression | ties-positive PNR: pass · "
           "regression | DCG regression | overall regression |")
     print("|---|---|---|---|---|---|---|")
     for cell, r in results:
