@@ -158,7 +158,8 @@ class Batch:
         """Everything the batch changed, its outbox entries and ``offsets`` as the writes of one
         :data:`~monitor.pipeline.scripts.APPLY_OPS` call (every key is in the partition's hash slot).
         ``fence``: the partition's commit counter as read before the batch (``None``: not fenced)."""
-        partition, ttl = self.partition, str(int(Retention(config).session))
+        retention = Retention(config)
+        partition, ttl = self.partition, str(int(retention.session))
         ops = Ops()
         meta = keys.p(partition, "meta")
         if fence is not None:
@@ -185,7 +186,6 @@ class Batch:
             ops.add("zadd", keys.p(partition, "dl"), *added)
         if dropped:
             ops.add("zrem", keys.p(partition, "dl"), *dropped)
-        retention = Retention(config)
         shared = self.aggregates
         for (window, index), groups in shared.slices.items():
             key = keys.p(partition, "agg", window, index)

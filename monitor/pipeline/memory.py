@@ -282,4 +282,4 @@ class MemoryPipeline:
         return History(self.config.epoch, summed("epochs"), seen, summed("query_epochs"))
 
     def counter(self, name: str, group: str = "") -> float:
-        return self.counters.get((group, name), 0.0)
+        return sum(part.counters.get((group, name), 0.0) for part in self.aggregates)

@@ -2,8 +2,8 @@
 the totals added and taken back, the canary history's epochs and per-query epochs, the rankers'
 sightings, the counters and the deploys. Each store only applies an :class:`Aggregates`: the in-process
 one keeps one per partition (``monitor/pipeline/memory.py``), the Redis one encodes a batch's as one
-atomic commit (``monitor/pipeline/batch.py``, ``apply.lua``), and how long each kind is kept is
-:class:`Retention`'s, for both.
+atomic commit (``monitor/pipeline/batch.py``, ``apply.lua``) with each key's expiry from
+:class:`Retention`; in process, :meth:`Aggregates.prune` forgets what no reader needs by event time.
 
 A new per-session statistic is a new field of :func:`~monitor.core.stream.stats.session_stats`: it flows
 through here, the stores and the Lua commit unchanged (sums of named fields), and only its exporter
@@ -118,8 +118,8 @@ class Aggregates:
 
 @dataclass(frozen=True)
 class Retention:
-    """How long the shared state is kept, in seconds, from the stream's settings: what the Redis commit
-    sets as each key's expiry and what :meth:`Aggregates.prune` keeps in process (by event time)."""
+    """How long the shared state is kept in Redis, in seconds, from the stream's settings: the expiry the
+    commit sets on each key (in process, :meth:`Aggregates.prune` forgets by event time instead)."""
 
     config: StreamConfig
 
