@@ -23,9 +23,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 from redis.asyncio import Redis
 
 from monitor.core.events import encode_annotation
-from monitor.pipeline.batch import Message
-from monitor.pipeline.memory import partition_of
-from monitor.pipeline.writer import RedisState
+from monitor.store.batch import Message
+from monitor.store.memory import partition_of
+from monitor.store.writer import RedisState
 from monitor.worker.settings import WorkerSettings
 from tests.support.worker_harness import Group, Stream, Worker, parse_metrics
 

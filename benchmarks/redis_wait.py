@@ -9,7 +9,7 @@ on servers of its own started here (local processes, appendfsync always, as ``mo
 * ``cluster``: a Redis Cluster of three primaries with one replica each, the per-query writes not waiting
   for a replica (what the worker did before WAIT);
 * ``cluster+wait``: the same, the per-query writes ending with ``WAIT 1`` on each node written (what the
-  worker does: ``monitor.pipeline.client.execute_replicated``);
+  worker does: ``monitor.store.client.execute_replicated``);
 * ``cluster+wait+commit``: also the commit followed by ``WAIT 1`` on its node, in one pipeline (not what
   the worker does: a failover that loses a commit is caught up from Kafka).
 
@@ -40,15 +40,15 @@ from typing import Any
 from redis.asyncio import RedisCluster
 from redis.asyncio.cluster import ClusterPipeline
 
-import monitor.pipeline.scripts as scripts_module
+import monitor.store.scripts as scripts_module
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
-from monitor.pipeline.client import RedisClient, RedisPipeline, connect, execute_replicated, queue_waits
-from monitor.pipeline.writer import RedisState
 from monitor.services.ports import free_port
 from monitor.services.redis_cluster import RedisClusterServer
 from monitor.services.redis_server import RedisServer
 from monitor.sim import SimConfig, simulate
+from monitor.store.client import RedisClient, RedisPipeline, connect, execute_replicated, queue_waits
+from monitor.store.writer import RedisState
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import apply_round_robin, partition_queues, round_robin_arguments  # benchmarks/common.py

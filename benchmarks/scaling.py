@@ -55,9 +55,9 @@ from redis.asyncio import RedisCluster
 from monitor.core.decoding import decode_event
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
-from monitor.pipeline.client import RedisClient, connect
-from monitor.pipeline.writer import RedisState
 from monitor.sim import SimConfig, simulate
+from monitor.store.client import RedisClient, connect
+from monitor.store.writer import RedisState
 from tests.support.realistic_mix import RealisticMix
 
 UNLIMITED = StreamConfig(budget={"head": 1e9, "torso": 1e9, "tail": 1e9})

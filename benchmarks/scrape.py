@@ -13,7 +13,7 @@ p < P with p ≡ q (mod 4): each of P partitions is as full as one of the 4 that
 as at P/4 times the traffic spread over P partitions (the issue's 100×: 512 partitions).
 
 A scrape is what ``GET /metrics`` runs, without aiohttp: ``HttpServer.refresh`` over a view whose rollup
-is either read (the worker's way now: ``Exporter.read``) or computed on the spot (``rollup.compute``,
+is either read (the worker's way now: ``RollupLease.read``) or computed on the spot (``rollup.compute``,
 the way before, and what the exporter runs once per interval), then ``generate_latest`` of the worker's
 registry. Per scrape: round trips (what the client sends), commands Redis ran (``INFO commandstats``),
 redis-server CPU (``INFO cpu``) and wall time; medians of ``--scrapes`` direct scrapes and three times
@@ -48,14 +48,14 @@ from redis.asyncio import Redis
 from monitor.core.canary import CanaryConfig
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
-from monitor.pipeline.batch import Message
-from monitor.pipeline.memory import partition_of
-from monitor.pipeline.writer import RedisState
 from monitor.sim import SimConfig, simulate
-from monitor.worker.exporter import Exporter
+from monitor.store.batch import Message
+from monitor.store.memory import partition_of
+from monitor.store.writer import RedisState
 from monitor.worker.http import HttpServer
 from monitor.worker.metrics import PipelineView
 from monitor.worker.rollup import Rollup, compute, encode
+from monitor.worker.rollup_lease import RollupLease
 from monitor.worker.settings import WorkerSettings
 from tests.support.redis_counting import RoundTrips, commands_run
 
@@ -69,7 +69,7 @@ COPIED = ("agg:", "ep:", "qep:", "cnt", "add", "rem", "seen", "deploys", "dl", "
 class View:
     """The worker's HTTP view for the benchmark: the rollup read (``rollup``) or computed (``direct``)."""
 
-    def __init__(self, state: RedisState, exporter: Exporter) -> None:
+    def __init__(self, state: RedisState, exporter: RollupLease) -> None:
         self.state, self.exporter, self.mode = state, exporter, "rollup"
 
     async def rollup(self) -> Rollup | None:
@@ -199,7 +199,7 @@ async def run(redis_url: str, sessions: int, counts: list[int], scrapes: int) ->
             prefixes.append(prefix := f"{base}-{partitions}")
             copied = await spread(redis, base, prefix, partitions)
             state = RedisState(redis, CONFIG, FOUR_LEVEL_SCALE, partitions, prefix=prefix)
-            exporter = Exporter(state, CANARY, 5.0, token="bench")
+            exporter = RollupLease(state, CANARY, 5.0, token="bench")
             assert await exporter.round(), "the exporter did not store a rollup"
             rollup = await exporter.read()
             assert rollup is not None

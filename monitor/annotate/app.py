@@ -25,7 +25,7 @@ from monitor.annotate.client import LabelStudio, LabelStudioError
 from monitor.annotate.metrics import BridgeMetrics
 from monitor.annotate.settings import AnnotateSettings
 from monitor.annotate.webhook import BridgeHttp
-from monitor.pipeline.client import connect
+from monitor.store.client import connect
 
 log = logging.getLogger("monitor.annotate")
 T = TypeVar("T")

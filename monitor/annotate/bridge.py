@@ -49,7 +49,7 @@ from monitor.annotate.tasks import (
     parse_request,
     task_data,
 )
-from monitor.pipeline.client import RedisClient
+from monitor.store.client import RedisClient
 
 log = logging.getLogger("monitor.annotate")
 

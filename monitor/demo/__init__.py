@@ -1,6 +1,6 @@
 """The embedded default: the stream core in one process, fed by the simulator or a JSONL file.
 
-``monitor demo`` runs the built-in traffic simulator through :class:`~monitor.pipeline.memory.MemoryPipeline`
+``monitor demo`` runs the built-in traffic simulator through :class:`~monitor.store.memory.MemoryPipeline`
 (the same join, windows and aggregates as the Kafka worker, with in-process state), serves ``/metrics``,
 draws a live view, fires the canary regression alert and ends with a summary. ``monitor replay`` runs the
 same engine over a file of events, ``monitor report`` turns a recorded run into an HTML page with plots.

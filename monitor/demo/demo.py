@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from monitor.alerting import AlertmanagerClient
-from monitor.demo.canary import AlertNote, Judge
 from monitor.demo.engine import Engine
 from monitor.demo.events_file import routable
 from monitor.demo.interrupt import stop_on_sigint
 from monitor.demo.settings import DemoSettings
 from monitor.demo.summary import build_summary, render_summary
+from monitor.demo.verdict_rows import AlertNote, Judge
 from monitor.demo.view import Header, Screen, alert_line, render
 from monitor.sim import SimEvent, Simulation, write_jsonl
 

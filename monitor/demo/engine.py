@@ -1,6 +1,6 @@
 """The engine of ``monitor demo`` and ``monitor replay``: the stream core, sampled on an event-time grid.
 
-Raw events go into :class:`~monitor.pipeline.memory.MemoryPipeline` exactly as the worker's consumer hands
+Raw events go into :class:`~monitor.store.memory.MemoryPipeline` exactly as the worker's consumer hands
 them over (topic, key, value bytes). Whenever the watermark (largest impression time) enters a new cell of
 the ``sample_every`` grid, the engine takes a snapshot (what ``/metrics`` serves), asks the canary judge
 for its verdicts on the pipeline's history, collects the alert notifications it gives, and records a
@@ -19,11 +19,11 @@ from monitor.core.events import Deploy
 from monitor.core.grades import FOUR_LEVEL_SCALE, Scale
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.stats import Stats
-from monitor.demo.canary import AlertNote, Judge, VerdictRow
 from monitor.demo.recording import Point, Recording
 from monitor.demo.settings import SAMPLE_EVERY
+from monitor.demo.verdict_rows import AlertNote, Judge, VerdictRow
 from monitor.export.snapshot import Snapshot
-from monitor.pipeline.memory import MemoryPipeline
+from monitor.store.memory import MemoryPipeline
 
 
 def deploy_json(deploy: Deploy) -> dict[str, object]:

@@ -25,13 +25,13 @@ from typing import TextIO
 
 from monitor.core.grades import FOUR_LEVEL_SCALE, Scale
 from monitor.core.stream.config import StreamConfig
-from monitor.demo.canary import AlertNote, Judge
 from monitor.demo.cli import add_budget_options
 from monitor.demo.engine import Engine
 from monitor.demo.events_file import LineError, read_events
 from monitor.demo.interrupt import stop_on_sigint
 from monitor.demo.settings import stream_config
 from monitor.demo.summary import build_summary, render_summary
+from monitor.demo.verdict_rows import AlertNote, Judge
 from monitor.demo.view import alert_line
 
 
@@ -125,7 +125,7 @@ def replay(path: Path, judge: Judge, err: TextIO, progress: bool | None = None,
 def _settings(args: argparse.Namespace) -> tuple[StreamConfig, Judge, Scale, tuple[int, int]]:
     """The stream's settings, the canary judge, the grade scale and the label caps of this replay: the
     worker's settings file with ``--config``, else the demo's with ``--budget``/``--budget-unit``."""
-    from monitor.demo.canary import CanaryJudge, make_judge
+    from monitor.demo.verdict_rows import CanaryJudge, make_judge
 
     if args.config is None:
         return stream_config(args.budget, args.budget_unit), make_judge(), FOUR_LEVEL_SCALE, (10, 5)
@@ -143,8 +143,8 @@ def _settings(args: argparse.Namespace) -> tuple[StreamConfig, Judge, Scale, tup
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from monitor.demo.canary import collectors
     from monitor.demo.server import MetricsServer
+    from monitor.demo.verdict_rows import collectors
 
     if args.record is not None and not args.record.resolve().parent.is_dir():
         sys.stderr.write(f"monitor replay: error: --record: the folder of {args.record} does not exist\n")

@@ -13,10 +13,10 @@ from typing import Any
 
 from monitor.core.stream.session import split_group
 from monitor.core.stream.stats import summarise
-from monitor.demo.canary import overall_rows
 from monitor.demo.engine import Engine
 from monitor.demo.intervals import pnr_interval
 from monitor.demo.recording import finite, iso
+from monitor.demo.verdict_rows import overall_rows
 
 COUNTERS = ("impressions", "sampled", "scored", "expired", "rescored", "corrections")
 JUDGMENTS = ("requested", "received", "top_k")

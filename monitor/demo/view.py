@@ -14,11 +14,11 @@ from typing import TextIO
 from monitor.core.canary.alerts import check_note
 from monitor.core.stream.session import split_group
 from monitor.core.stream.stats import summarise
-from monitor.demo.canary import AlertNote, VerdictRow, overall_rows
 from monitor.demo.engine import Engine
 from monitor.demo.intervals import pnr_interval
 from monitor.demo.recording import iso
 from monitor.demo.summary import group_order
+from monitor.demo.verdict_rows import AlertNote, VerdictRow, overall_rows
 
 VIEW_WINDOW = "1h"
 

@@ -14,7 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from monitor.core.stream.stats import FIELDS, Stats, add, summarise
-from monitor.export.labels import group_labels
+from monitor.export.label_values import group_labels
 from monitor.export.snapshot import Snapshot
 
 WINDOW_LABELS = ["bucket", "k", "ranker", "variant", "window"]

@@ -4,7 +4,7 @@ Each impression session is one ranked list, in the order shown (position 1 first
 PNR and AUC pairs. A session's labels are the query-level judgments of its query overlaid by the grades
 given for that session. Of two grades for one document, the one with the later ``ts`` wins (a correction;
 a re-sent old grade does not undo it); on a tie, or without ``ts``, the later line (the stream's rule:
-docs/events.md, :func:`monitor.core.stream.labels.merge_grades`). The NDCG ideal
+docs/events.md, :func:`monitor.core.stream.held_grades.merge_grades`). The NDCG ideal
 pool is the same set of labels. Sessions with no label at all are left out (as trec_eval leaves out
 queries without qrels) and counted. Deploy events are accepted and ignored here.
 """

@@ -52,8 +52,8 @@ from monitor.core.events import (
     expect_topic,
 )
 from monitor.core.grades import FOUR_LEVEL_SCALE, Scale
+from monitor.sim.annotations import ZH_NAMES
 from monitor.sim.invalid import EXTRA_KINDS, KINDS, MISROUTED, Bases, base_key, malformed
-from monitor.sim.labels import ZH_NAMES
 from monitor.sim.records import TOPICS, SimEvent, encode
 
 FUZZ_KINDS = ("fuzz_truncated", "fuzz_flipped", "fuzz_binary")

@@ -34,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from monitor.sim.annotations import ZH_NAMES, Annotator
 from monitor.sim.clock import DailyMix
 from monitor.sim.config import SimConfig
 from monitor.sim.invalid import KINDS, Bases, malformed
-from monitor.sim.labels import ZH_NAMES, Annotator
 from monitor.sim.queries import Vocabulary, build_vocabulary
 from monitor.sim.rankers import Ranker, Ranking
 from monitor.sim.records import SimEvent, encode, impression_value

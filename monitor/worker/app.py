@@ -18,7 +18,7 @@ a rebalance makes the processor forget what it knew of the partitions. The same 
 sessions of partitions without an impression for ``idle_timeout`` seconds (quiet partitions: see
 :func:`~monitor.core.stream.join.quiet_horizon`). Producing the outbox waits out a Kafka outage (retried
 with backoff) instead of failing the consumer. Every worker also runs the exporter's loop
-(:mod:`~monitor.worker.exporter`): the one holding its lease computes the rollup of what ``/metrics``
+(:mod:`~monitor.worker.rollup_lease`): the one holding its lease computes the rollup of what ``/metrics``
 exports, which every worker's HTTP server and alert loop read.
 """
 
@@ -36,18 +36,18 @@ from pathlib import Path
 import faust
 
 from monitor.alerting.alertmanager import AlertmanagerClient
-from monitor.pipeline.client import connect
-from monitor.pipeline.writer import RedisState
+from monitor.store.client import connect
+from monitor.store.writer import RedisState
 from monitor.worker.backoff import Backoff
-from monitor.worker.canary import Verdicts, alert_loop
 from monitor.worker.consumer import BatchConsumer, NoConsumer
-from monitor.worker.exporter import Exporter
 from monitor.worker.http import HttpServer
 from monitor.worker.outbox import Entry
 from monitor.worker.processor import Consumed, Processor
 from monitor.worker.reread import committed_offsets, fetch_range
+from monitor.worker.rollup_lease import RollupLease
 from monitor.worker.runtime import Runtime, RuntimeView
 from monitor.worker.settings import WorkerSettings
+from monitor.worker.verdicts import Verdicts, alert_loop
 
 log = logging.getLogger("monitor.worker")
 
@@ -112,7 +112,7 @@ def build(settings: WorkerSettings) -> Runtime:
                 await backoff.pause()
 
     consumer = BatchConsumer(settings, processor, send)
-    exporter = Exporter(state, settings.canary(), settings.rollup_interval)
+    exporter = RollupLease(state, settings.canary(), settings.rollup_interval)
     runtime = Runtime(settings, app, redis, state, processor, consumer, exporter)
 
     @app.task  # type: ignore[untyped-decorator]

@@ -137,10 +137,10 @@ def table(found: Sequence[Comparison]) -> str:
 async def fetch(settings: Any, direct: bool = False) -> list[Comparison]:
     import time
 
-    from monitor.pipeline.client import connect
-    from monitor.pipeline.writer import RedisState
-    from monitor.worker.canary import current
-    from monitor.worker.exporter import Exporter
+    from monitor.store.client import connect
+    from monitor.store.writer import RedisState
+    from monitor.worker.rollup_lease import RollupLease
+    from monitor.worker.verdicts import current
 
     redis = connect(settings.redis_url, socket_connect_timeout=5, socket_timeout=30,
                     **settings.redis_options())
@@ -148,7 +148,7 @@ async def fetch(settings: Any, direct: bool = False) -> list[Comparison]:
         state = RedisState(redis, settings.stream, settings.grade_scale(), settings.partitions,
                            prefix=settings.redis_prefix)
         if not direct:
-            rollup = await Exporter(state, settings.canary(), settings.rollup_interval).read()
+            rollup = await RollupLease(state, settings.canary(), settings.rollup_interval).read()
             if rollup is not None and not rollup.stale(time.time()):
                 return list(rollup.shared.verdicts.comparisons)
             sys.stderr.write("monitor canary: no fresh rollup in Redis (no worker running with these "

@@ -34,9 +34,9 @@ from prometheus_client.registry import Collector
 from monitor.core.canary import Comparison
 from monitor.core.decoding import decode_event
 from monitor.core.events import Deploy, EventError
-from monitor.export.canary import CanaryCollector
 from monitor.export.prometheus import RelevanceCollector
 from monitor.export.snapshot import Snapshot
+from monitor.export.verdict_gauges import CanaryCollector
 from monitor.worker.metrics import PipelineCollector, PipelineView, RollupCollector, RollupView
 from monitor.worker.rollup import Rollup
 from monitor.worker.settings import WorkerSettings

@@ -28,7 +28,7 @@ class PipelineView:
     processing_retries: int = 0
     label_waits: int = 0  # impressions held back for their partition's labels (monitor/worker/consumer.py)
     stage_cpu: Mapping[str, float] = field(default_factory=dict)  # stage → CPU seconds (RedisState.cpu)
-    exporter: bool = False  # this worker holds the exporter's lease (monitor/worker/exporter.py)
+    exporter: bool = False  # this worker holds the exporter's lease (monitor/worker/rollup_lease.py)
     rollups_computed: int = 0  # rollups it computed and stored
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from monitor.core.events import encode_annotation
 from monitor.core.stream.transition import AnnotationRequest
-from monitor.pipeline.batch import Message, Outcome
+from monitor.store.batch import Message, Outcome
 from monitor.worker.settings import Topics
 
 HEADER_PREFIX = "monitor."

@@ -26,9 +26,9 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple, TypeVar
 
 from monitor.core.events import EventError
-from monitor.pipeline.batch import Fenced, Message, Outcome, StateBehind
-from monitor.pipeline.client import REDIS_UNAVAILABLE
-from monitor.pipeline.writer import RedisState
+from monitor.store.batch import Fenced, Message, Outcome, StateBehind
+from monitor.store.client import REDIS_UNAVAILABLE
+from monitor.store.writer import RedisState
 from monitor.worker.backoff import Backoff
 from monitor.worker.outbox import Entry, decode_entry, outbox_entries
 from monitor.worker.settings import Topics
@@ -79,7 +79,7 @@ class Processor:
         self._drained: set[int] = set()  # partitions whose outbox this process left empty since
 
     def _entries(self, partition: int, message: Message, outcome: Outcome) -> Sequence[bytes]:
-        """The outbox entries of a message's outcome (the :data:`~monitor.pipeline.batch.Outbox`)."""
+        """The outbox entries of a message's outcome (the :data:`~monitor.store.batch.Outbox`)."""
         return outbox_entries(self.topics, partition, message, outcome)
 
     async def handle(self, topic: str, partition: int, offset: int, key: bytes | None, raw: bytes) -> Outcome:

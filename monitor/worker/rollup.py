@@ -3,7 +3,7 @@
 Computed directly, a scrape reads every partition's window slices, epochs, ranker sightings, deploys and
 waiting sessions from Redis and runs the canary comparisons over them (:func:`compute`): Redis work in
 proportion to partitions × workers × scrapes. Instead one worker at a time, the *exporter*
-(:mod:`monitor.worker.exporter`, the holder of a lease in Redis), runs :func:`compute` every
+(:mod:`monitor.worker.rollup_lease`, the holder of a lease in Redis), runs :func:`compute` every
 ``rollup_interval`` seconds and stores the result, encoded with msgspec (:func:`encode`: floats as
 IEEE doubles, so bit for bit), in one key with the time its reads began; every scrape of every worker,
 the alert loop and ``monitor canary`` read that key (one command) and export what it holds.
@@ -26,15 +26,15 @@ from monitor.core.canary import CanaryConfig, Comparison
 from monitor.core.events import Deploy
 from monitor.core.stream.config import StreamConfig
 from monitor.export.snapshot import Snapshot
-from monitor.pipeline.writer import RedisState
-from monitor.worker.canary import Verdicts, current
+from monitor.store.writer import RedisState
+from monitor.worker.verdicts import Verdicts, current
 
 FORMAT = 1
 """The encoding's version: a new one is a new fingerprint, so a new key."""
 
 
 @dataclass(frozen=True)
-class Shared:
+class RollupBody:
     """What every worker exports alike: the read model, the canary verdicts with every deploy, and the
     join's health (sessions waiting over all partitions, Redis ``used_memory``)."""
 
@@ -46,10 +46,10 @@ class Shared:
 
 @dataclass(frozen=True)
 class Rollup:
-    """:class:`Shared` as the exporter ``by`` computed it: its reads began at ``at`` (wall clock, Unix
-    seconds) and took ``took`` seconds; past ``fresh`` a newer one is overdue (:mod:`.exporter`)."""
+    """:class:`RollupBody` as the exporter ``by`` computed it: its reads began at ``at`` (wall clock, Unix
+    seconds) and took ``took`` seconds; past ``fresh`` a newer one is overdue (:mod:`.rollup_lease`)."""
 
-    shared: Shared
+    shared: RollupBody
     at: float
     took: float
     fresh: float
@@ -64,14 +64,14 @@ class Rollup:
         return now > self.fresh
 
 
-async def compute(state: RedisState, canary: CanaryConfig) -> Shared:
+async def compute(state: RedisState, canary: CanaryConfig) -> RollupBody:
     """What a scrape computed before the rollup, with the same reads in the same order: the snapshot, the
-    verdicts (:func:`monitor.worker.canary.current`), the health. Round trips in proportion to nothing but
+    verdicts (:func:`monitor.worker.verdicts.current`), the health. Round trips in proportion to nothing but
     the steps; Redis work in proportion to the partitions."""
     snapshot = await state.snapshot()
     verdicts = await current(state, canary)
     waiting, memory = await state.health()
-    return Shared(snapshot, verdicts, waiting, memory)
+    return RollupBody(snapshot, verdicts, waiting, memory)
 
 
 class _Wire(msgspec.Struct, array_like=True):
@@ -121,7 +121,7 @@ def decode(raw: bytes, config: StreamConfig) -> Rollup:
         raise ValueError(f"a rollup of format {wire.format}, not {FORMAT}")
     snapshot = Snapshot(config, wire.watermark, {(w, g): stats for w, g, stats in wire.windows},
                         {(g, n): value for g, n, value in wire.counters}, wire.added, wire.removed)
-    shared = Shared(snapshot, Verdicts(wire.comparisons, wire.deploys), wire.waiting, wire.redis_memory)
+    shared = RollupBody(snapshot, Verdicts(wire.comparisons, wire.deploys), wire.waiting, wire.redis_memory)
     return Rollup(shared, wire.at, wire.took, wire.fresh, wire.by)
 
 

@@ -13,13 +13,13 @@ from typing import Any
 
 import faust
 
-from monitor.pipeline.client import RedisClient
-from monitor.pipeline.writer import RedisState
+from monitor.store.client import RedisClient
+from monitor.store.writer import RedisState
 from monitor.worker.consumer import BatchConsumer
-from monitor.worker.exporter import Exporter
 from monitor.worker.metrics import PipelineView
 from monitor.worker.processor import Processor
 from monitor.worker.rollup import Rollup
+from monitor.worker.rollup_lease import RollupLease
 from monitor.worker.settings import WorkerSettings
 
 
@@ -33,7 +33,7 @@ class Runtime:
     state: RedisState
     processor: Processor
     consumer: BatchConsumer
-    exporter: Exporter
+    exporter: RollupLease
 
     def consuming(self) -> bool:
         """Joined the consumer group (an assignment done) and not rebalancing now."""

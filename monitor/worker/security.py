@@ -114,7 +114,7 @@ class KafkaSecurity:
 
 def redis_options(url: str, password: str | None = None, cafile: str | None = None,
                   certfile: str | None = None, keyfile: str | None = None) -> dict[str, Any]:
-    """Keyword arguments for ``monitor.pipeline.client.connect(url, ...)``: the password when it is not in
+    """Keyword arguments for ``monitor.store.client.connect(url, ...)``: the password when it is not in
     the URL, and for a ``rediss://`` or ``rediss+cluster://`` URL the CA to verify the server with and the
     client certificate, when given."""
     options: dict[str, Any] = {}

@@ -85,7 +85,7 @@ class WorkerSettings:
     canary_covariate_window: float = 86400.0
     canary_covariate_min_sessions: int = 1
     alert_interval: float = 15.0
-    rollup_interval: float = 5.0  # seconds between rollups of what /metrics exports (worker/exporter.py)
+    rollup_interval: float = 5.0  # seconds between rollups of what /metrics exports (worker/rollup_lease.py)
     idle_timeout: float = 60.0  # wall seconds without an impression before a partition counts as quiet
     runbook_base: str | None = None
     dashboard_url: str | None = None
@@ -101,7 +101,7 @@ class WorkerSettings:
                              self.kafka_ssl_certfile, self.kafka_ssl_keyfile)
 
     def redis_options(self) -> dict[str, Any]:
-        """Keyword arguments for ``connect(self.redis_url, ...)`` (monitor/pipeline/client.py): password, CA,
+        """Keyword arguments for ``connect(self.redis_url, ...)`` (monitor/store/client.py): password, CA,
         client certificate."""
         return redis_options(self.redis_url, self.redis_password, self.redis_ssl_cafile,
                              self.redis_ssl_certfile, self.redis_ssl_keyfile)

@@ -203,8 +203,8 @@ async def test_a_fallback_after_a_deletion_is_sent_so_that_the_stream_takes_it(
     from monitor.annotate.bridge import Bridge
     from monitor.annotate.metrics import BridgeMetrics
     from monitor.core.stream.config import StreamConfig
-    from monitor.pipeline.client import connect
-    from monitor.pipeline.memory import MemoryPipeline
+    from monitor.store.client import connect
+    from monitor.store.memory import MemoryPipeline
     from tests.support.streams import impression
 
     produced: list[tuple[bytes, bytes]] = []

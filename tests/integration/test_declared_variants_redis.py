@@ -11,8 +11,8 @@ import pytest
 from redis.asyncio import Redis
 
 from monitor.core.grades import FOUR_LEVEL_SCALE
-from monitor.pipeline.writer import RedisState
 from monitor.sim import SimConfig, simulate
+from monitor.store.writer import RedisState
 from tests.support.declared_variants import DEAD_LETTER, DECLARED, PARTITIONS, Events, run, with_junk
 from tests.support.redis_runs import run_through_redis
 

@@ -16,8 +16,8 @@ from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.history import split_query
 from monitor.core.stream.transition import AnnotationRequest
-from monitor.pipeline.memory import partition_of
-from monitor.pipeline.writer import RedisState
+from monitor.store.memory import partition_of
+from monitor.store.writer import RedisState
 from tests.support.redis_runs import in_process, run_through_redis, with_query_labels
 from tests.support.shared_grades import CONFIG as SHARED_CONFIG
 from tests.support.shared_grades import brute_force, shared_stream

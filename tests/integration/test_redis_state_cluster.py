@@ -26,8 +26,8 @@ from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.history import History
 from monitor.export.snapshot import Snapshot
-from monitor.pipeline.client import connect
-from monitor.pipeline.writer import RedisState
+from monitor.store.client import connect
+from monitor.store.writer import RedisState
 from tests.support.redis_runs import in_process, run_through_redis, with_query_labels
 from tests.support.shared_grades import CONFIG as SHARED_CONFIG
 from tests.support.shared_grades import shared_stream

@@ -29,14 +29,14 @@ from redis.asyncio import Redis
 from monitor.core.canary import CanaryConfig
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
-from monitor.export.canary import CanaryCollector
 from monitor.export.prometheus import RelevanceCollector
-from monitor.pipeline.lease import Lease, Stored
-from monitor.pipeline.memory import partition_of
-from monitor.pipeline.writer import RedisState
+from monitor.export.verdict_gauges import CanaryCollector
 from monitor.sim import SimConfig, simulate
-from monitor.worker.exporter import Exporter
-from monitor.worker.rollup import Shared, compute
+from monitor.store.lease import Lease, Stored
+from monitor.store.memory import partition_of
+from monitor.store.writer import RedisState
+from monitor.worker.rollup import RollupBody, compute
+from monitor.worker.rollup_lease import RollupLease
 from tests.support.redis_counting import RoundTrips, measure
 from tests.support.redis_runs import run_through_redis
 from tests.support.worker_e2e import assert_same, make_run, new_group, sync_redis
@@ -78,7 +78,7 @@ async def test_the_lease_has_one_holder_and_passes_on(redis_url: str) -> None:
         await redis.aclose()
 
 
-def exposition(shared: Shared) -> bytes:
+def exposition(shared: RollupBody) -> bytes:
     registry = CollectorRegistry()
     registry.register(RelevanceCollector(lambda: shared.snapshot))
     registry.register(CanaryCollector(lambda: (shared.verdicts.comparisons, shared.verdicts.deploys)))
@@ -105,7 +105,7 @@ async def test_a_scrape_costs_one_command_at_4_and_at_64_partitions(redis_url: s
             ordered = sorted(events, key=lambda e, n=partitions: partition_of(e[1], n))
             await run_through_redis(state, ordered, partitions, batch=500)
             assert len(await state.partitions_held()) >= 0.9 * partitions  # spread over (nearly) them all
-            exporter = Exporter(state, CanaryConfig(), 5.0, token="test")
+            exporter = RollupLease(state, CanaryConfig(), 5.0, token="test")
             assert await exporter.round() and exporter.holding and exporter.computed == 1
             cost, computed = await measure(redis, trips, lambda s=state: compute(s, CanaryConfig()))
             direct[partitions] = cost

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from redis.asyncio import RedisCluster
 
-from monitor.pipeline.client import connect
 from monitor.services.kafka import metadata_brokers
 from monitor.services.process import start_time
 from monitor.services.redis_cluster import SLOTS, RedisClusterServer, slot_ranges
 from monitor.services.resp import call, fields
+from monitor.store.client import connect
 from monitor.worker.settings import Topics
 from monitor.worker.topics import ensure_topics
 from tests.fixtures.services import ClusterHandle

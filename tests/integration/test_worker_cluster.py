@@ -34,12 +34,12 @@ from redis.crc import key_slot
 
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
-from monitor.pipeline.client import connect
-from monitor.pipeline.writer import RedisState
 from monitor.services.kafka_cluster import KafkaClusterServer
 from monitor.services.process import ServiceError
 from monitor.services.redis_cluster import RedisClusterNode, RedisClusterServer
 from monitor.sim.records import SimEvent
+from monitor.store.client import connect
+from monitor.store.writer import RedisState
 from monitor.worker.processor import Consumed, Processor
 from monitor.worker.produce import produce
 from monitor.worker.reread import fetch_range

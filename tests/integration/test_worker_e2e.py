@@ -37,9 +37,9 @@ from monitor.core.canary import CanaryConfig, comparisons
 from monitor.core.events import Deploy
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig, stream_toml
-from monitor.export.canary import CanaryCollector
-from monitor.pipeline.memory import MemoryPipeline
+from monitor.export.verdict_gauges import CanaryCollector
 from monitor.sim.records import SimEvent
+from monitor.store.memory import MemoryPipeline
 from tests.support.worker_e2e import (
     SESSIONS,
     Run,

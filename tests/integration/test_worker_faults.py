@@ -52,15 +52,15 @@ from redis.asyncio import Redis
 from monitor.core.canary.alerts import AlertConfig, annotations_of
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
-from monitor.pipeline.batch import Batch, Fenced, Message, Outcome, StateBehind
-from monitor.pipeline.client import is_cluster_url
-from monitor.pipeline.writer import RedisState
 from monitor.services.alertmanager import AlertmanagerServer
 from monitor.services.install import BINARIES_OF, ensure_binaries
 from monitor.services.ports import free_port
 from monitor.services.redis_server import RedisServer
 from monitor.services.server import LocalServer
 from monitor.sim import simulate
+from monitor.store.batch import Batch, Fenced, Message, Outcome, StateBehind
+from monitor.store.client import is_cluster_url
+from monitor.store.writer import RedisState
 from monitor.worker.processor import Consumed, Processor
 from monitor.worker.settings import Topics
 from tests.fixtures.services import LocalService, ServiceHandle

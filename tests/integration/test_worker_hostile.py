@@ -104,7 +104,7 @@ def test_hostile_input_through_the_worker_leaves_the_valid_numbers_exact(
 
     # the embedded default on the hostile stream: the valid numbers, the wrong clocks dead letters
     from monitor.core.grades import FOUR_LEVEL_SCALE
-    from monitor.pipeline.memory import MemoryPipeline
+    from monitor.store.memory import MemoryPipeline
     memory = MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE, partitions=stream.partitions)
     for record in records:
         memory.submit(record.topic, record.key, record.value)

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from monitor.core.grades import FOUR_LEVEL_SCALE
-from monitor.pipeline.memory import MemoryPipeline
 from monitor.sim.records import SimEvent
+from monitor.store.memory import MemoryPipeline
 from tests.support.quiet_flood import quiet_stream
 from tests.support.worker_e2e import CONFIG, CONFIG_TOML, assert_same, comparable, exported
 from tests.support.worker_harness import Group, Stream, parse_metrics

@@ -49,8 +49,6 @@ from aiokafka.errors import KafkaConnectionError
 from redis.exceptions import RedisError
 
 from monitor.core.grades import FOUR_LEVEL_SCALE
-from monitor.pipeline.client import connect
-from monitor.pipeline.memory import MemoryPipeline
 from monitor.services.install import ensure_binaries
 from monitor.services.kafka import SecureKafkaServer, metadata_brokers
 from monitor.services.ports import LOOPBACK, free_port
@@ -58,6 +56,8 @@ from monitor.services.process import ServiceError
 from monitor.services.redis_cluster import PRIMARIES, SecureRedisClusterServer
 from monitor.services.redis_server import SecureRedisServer, ping, ping_tls
 from monitor.sim import SimConfig, simulate
+from monitor.store.client import connect
+from monitor.store.memory import MemoryPipeline
 from monitor.worker.security import KafkaSecurity
 from tests.fixtures.services import LocalCluster, LocalService
 from tests.support.worker_e2e import CONFIG, CONFIG_TOML, comparable, exported

@@ -8,7 +8,7 @@ import random
 
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
-from monitor.pipeline.memory import MemoryPipeline, partition_of
+from monitor.store.memory import MemoryPipeline, partition_of
 
 Events = list[tuple[str, bytes, bytes]]
 PARTITIONS = 2

@@ -6,7 +6,7 @@ import json
 import random
 
 from monitor.core.stream.config import StreamConfig
-from monitor.pipeline.memory import MemoryPipeline
+from monitor.store.memory import MemoryPipeline
 from tests.support.streams import impression
 
 GRADES = ["无", "低", "中", "高"]

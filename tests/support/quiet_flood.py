@@ -8,7 +8,7 @@ import math
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.partition import partition_for
-from monitor.pipeline.memory import MemoryPipeline
+from monitor.store.memory import MemoryPipeline
 from tests.support.streams import impression, label
 
 CONFIG = StreamConfig(join_window=300, state_ttl=3000, min_coverage=0.5, idle_after=600,

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field, replace
 
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
-from monitor.pipeline.memory import MemoryPipeline
 from monitor.sim import SimConfig, simulate
 from monitor.sim.records import SimEvent
+from monitor.store.memory import MemoryPipeline
 
 SESSIONS_PER_SECOND = 10.0
 """Event-time sessions per second of the simulated traffic (36,000 an hour)."""

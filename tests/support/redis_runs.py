@@ -9,9 +9,9 @@ import random
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.transition import AnnotationRequest
-from monitor.pipeline.batch import Message
-from monitor.pipeline.memory import MemoryPipeline, partition_of
-from monitor.pipeline.writer import RedisState
+from monitor.store.batch import Message
+from monitor.store.memory import MemoryPipeline, partition_of
+from monitor.store.writer import RedisState
 
 
 async def run_through_redis(state: RedisState, events: list[tuple[str, bytes, bytes]], partitions: int,

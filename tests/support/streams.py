@@ -8,7 +8,7 @@ import json
 import math
 import random
 
-from monitor.pipeline.memory import MemoryPipeline
+from monitor.store.memory import MemoryPipeline
 
 GRADES = ["无", "低", "中", "高"]
 

@@ -23,11 +23,11 @@ from monitor.core.canary import CanaryConfig, comparisons, detect_deploys
 from monitor.core.events import Deploy
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig, stream_toml
-from monitor.export.canary import CanaryCollector
 from monitor.export.prometheus import RelevanceCollector
-from monitor.pipeline.client import cluster_seeds, is_cluster_url
-from monitor.pipeline.memory import MemoryPipeline
+from monitor.export.verdict_gauges import CanaryCollector
 from monitor.sim import SimConfig, SimResult, simulate
+from monitor.store.client import cluster_seeds, is_cluster_url
+from monitor.store.memory import MemoryPipeline
 from tests.support.simulated import recompute as recompute_truth
 from tests.support.worker_harness import (
     Group,

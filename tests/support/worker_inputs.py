@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from monitor.core.grades import FOUR_LEVEL_SCALE
-from monitor.pipeline.memory import MemoryPipeline
 from monitor.sim.records import SimEvent
+from monitor.store.memory import MemoryPipeline
 from tests.support.worker_e2e import CONFIG, exported
 from tests.support.worker_harness import Samples
 

@@ -271,7 +271,7 @@ def test_the_graph_sees_every_kind_of_import(tmp_path: Path) -> None:
     assert "numpy" in raw["p.b"]
     assert find_cycle(graph) == ["p", "p.a", "p.b", "p.sub.c", "p"]
     assert find_cycle(package_graph(graph, found)) == ["p", "p.sub", "p"]
-    assert len(FOUND) > 100 and "monitor.core.stream.join" in GRAPH["monitor.pipeline.memory"]
+    assert len(FOUND) > 100 and "monitor.core.stream.join" in GRAPH["monitor.store.memory"]
 
 
 def test_no_import_cycle_between_packages() -> None:
@@ -330,7 +330,7 @@ def test_the_cycle_finder_finds_cycles() -> None:
 
 def test_the_core_imports_no_adapter() -> None:
     """``monitor/core`` imports only the standard library, numpy and itself: no monitor.worker,
-    monitor.pipeline, monitor.export, redis, aiokafka, faust, prometheus_client or aiohttp."""
+    monitor.store, monitor.export, redis, aiokafka, faust, prometheus_client or aiohttp."""
     wrong = sorted(
         f"{name} imports {imported}"
         for name, names in RAW.items() if name == CORE or name.startswith(CORE + ".")

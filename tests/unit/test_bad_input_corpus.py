@@ -24,7 +24,6 @@ from monitor.core.events import (
 from monitor.core.grades import FOUR_LEVEL_SCALE, parse_scale
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.stats import summarise
-from monitor.pipeline.memory import MemoryPipeline
 from monitor.sim import SimConfig, simulate
 from monitor.sim.corpus import (
     ACCEPTED_KINDS,
@@ -38,6 +37,7 @@ from monitor.sim.corpus import (
     interleave,
 )
 from monitor.sim.invalid import CODES, EXTRA_KINDS, KINDS, MISROUTED
+from monitor.store.memory import MemoryPipeline
 
 STREAM = simulate(SimConfig(seed=5, n_sessions=300, duration_s=3600, invalid_rate=0.0)).events
 CORPUS = build_corpus(STREAM, malformed=10_000, seed=5)

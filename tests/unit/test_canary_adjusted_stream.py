@@ -21,7 +21,7 @@ from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.history import History
 from monitor.core.stream.session import query_key
-from monitor.pipeline.memory import MemoryPipeline
+from monitor.store.memory import MemoryPipeline
 from tests.support.streams import impression, label
 
 pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "not integration and not slow")

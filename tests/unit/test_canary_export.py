@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from monitor.core.canary import Check, Comparison, Verdict
 from monitor.core.events import Deploy
-from monitor.export.canary import CanaryCollector
+from monitor.export.verdict_gauges import CanaryCollector
 
 
 def comparison(candidate: str = "b", verdict: str = "regression", n: int = 1234, bucket: str = "tail",

@@ -12,7 +12,7 @@ import pytest
 from monitor.core.canary import CanaryConfig, comparisons
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import ConfigError, StreamConfig
-from monitor.pipeline.memory import MemoryPipeline
+from monitor.store.memory import MemoryPipeline
 from tests.support.clock_skew import CONFIG, Events, hostile
 from tests.support.streams import random_stream
 

@@ -21,10 +21,10 @@ from monitor.core.canary import CanaryConfig, Comparison, comparisons, every_dep
 from monitor.core.events import Deploy
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
-from monitor.export.canary import CanaryCollector
 from monitor.export.prometheus import RelevanceCollector
-from monitor.pipeline.memory import MemoryPipeline
+from monitor.export.verdict_gauges import CanaryCollector
 from monitor.sim import SimConfig, simulate
+from monitor.store.memory import MemoryPipeline
 from monitor.worker.metrics import PipelineCollector, PipelineView
 
 

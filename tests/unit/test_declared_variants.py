@@ -18,8 +18,8 @@ from prometheus_client import CollectorRegistry
 from monitor.core.canary import CanaryConfig, comparisons
 from monitor.core.stream.config import ConfigError, StreamConfig
 from monitor.export.prometheus import RelevanceCollector
-from monitor.pipeline.memory import MemoryPipeline
 from monitor.sim import SimConfig, simulate
+from monitor.store.memory import MemoryPipeline
 from monitor.worker.settings import SettingsError, load_settings
 from tests.support.declared_variants import (
     BUDGET,

@@ -25,9 +25,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from monitor.core.stream.session import split_group
 from monitor.core.stream.stats import summarise
 from monitor.demo import cli, replay_cli
-from monitor.demo.canary import CanaryJudge, Judge, NoJudge, collectors
 from monitor.demo.demo import Clock, DemoOptions, DemoResult, run_demo
 from monitor.demo.settings import DemoSettings, stream_config
+from monitor.demo.verdict_rows import CanaryJudge, Judge, NoJudge, collectors
 from monitor.sim import Simulation
 from tests.support.simulated import recompute as recompute_truth
 

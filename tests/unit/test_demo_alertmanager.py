@@ -19,9 +19,9 @@ import pytest
 from monitor.alerting import AlertmanagerClient
 from monitor.alerting.alertmanager import rfc3339
 from monitor.demo import cli
-from monitor.demo.canary import CanaryJudge
 from monitor.demo.demo import DemoOptions, run_demo
 from monitor.demo.settings import DemoSettings
+from monitor.demo.verdict_rows import CanaryJudge
 
 pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "not integration and not slow")
 

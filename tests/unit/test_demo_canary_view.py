@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 from monitor.core.canary import Check
-from monitor.demo.canary import AlertNote, VerdictRow, overall_rows
 from monitor.demo.summary import overall_lines
+from monitor.demo.verdict_rows import AlertNote, VerdictRow, overall_rows
 from monitor.demo.view import alert_line, verdict_lines
 
 SRM = Check("sample_ratio", True, -0.096, None, None, 7.2, 0.5, "the canary has 45.20% of 20,000 impressions")

@@ -20,7 +20,7 @@ from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.session import SessionRecord
 from monitor.core.stream.stats import summarise
 from monitor.demo import replay_cli
-from monitor.pipeline.memory import MemoryPipeline
+from monitor.store.memory import MemoryPipeline
 
 GRADES = ["无", "低", "中", "高"]
 GAIN = [0.0, 0.3, 0.7, 1.0]

@@ -10,9 +10,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.stats import summarise
-from monitor.export.labels import cap_values, group_labels
+from monitor.export.label_values import cap_values, group_labels
 from monitor.export.prometheus import RelevanceCollector
-from monitor.pipeline.memory import MemoryPipeline
+from monitor.store.memory import MemoryPipeline
 from tests.support.streams import impression, label, submit_all
 
 

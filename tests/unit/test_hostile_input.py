@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.partition import partition_for
-from monitor.pipeline.memory import MemoryPipeline
+from monitor.store.memory import MemoryPipeline
 from tests.support.hostile import FAR_FUTURE, Events, ghost, impression, resent_old_grades, world
 
 pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "not integration and not slow")

@@ -31,15 +31,15 @@ from monitor.core.canary import comparisons, every_deploy
 from monitor.core.events import Deploy
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
-from monitor.export.canary import CanaryCollector
 from monitor.export.prometheus import RelevanceCollector
-from monitor.pipeline.memory import MemoryPipeline
+from monitor.export.verdict_gauges import CanaryCollector
 from monitor.sim import SimConfig, SimEvent, simulate
-from monitor.worker.canary import Verdicts
+from monitor.store.memory import MemoryPipeline
 from monitor.worker.http import HttpServer, WorkerView
 from monitor.worker.metrics import PipelineCollector, PipelineView
-from monitor.worker.rollup import Rollup, Shared
+from monitor.worker.rollup import Rollup, RollupBody
 from monitor.worker.settings import WorkerSettings
+from monitor.worker.verdicts import Verdicts
 
 on_the_fixtures_loop = pytest.mark.asyncio(loop_scope="session")  # the fixtures' loop (pyproject.toml)
 
@@ -68,7 +68,7 @@ class MemoryView:
         self.reads.append("rollup")
         if self.no_rollup:
             return None
-        shared = Shared(self.memory.snapshot(), verdicts_of(self.memory), WAITING, MEMORY)
+        shared = RollupBody(self.memory.snapshot(), verdicts_of(self.memory), WAITING, MEMORY)
         return Rollup(shared, AT, 0.25, AT + 20.0, "memory")
 
     async def pipeline(self) -> PipelineView:
@@ -84,7 +84,7 @@ class MemoryView:
 
 
 def verdicts_of(memory: MemoryPipeline) -> Verdicts:
-    """What ``monitor.worker.canary.current`` computes, from the in-process state."""
+    """What ``monitor.worker.verdicts.current`` computes, from the in-process state."""
     deploys = sorted((d for d in memory.deploys if isinstance(d, Deploy)), key=lambda d: d.ts)
     history = memory.history()
     every = every_deploy(history, deploys)

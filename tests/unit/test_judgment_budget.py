@@ -22,7 +22,7 @@ from monitor.demo import cli as demo_cli
 from monitor.demo import replay_cli
 from monitor.demo.settings import DemoSettings, stream_config
 from monitor.export.prometheus import RelevanceCollector
-from monitor.pipeline.memory import MemoryPipeline, partition_of
+from monitor.store.memory import MemoryPipeline, partition_of
 from monitor.worker.outbox import request_json
 from monitor.worker.settings import SettingsError, load_settings
 from tests.support.streams import impression, label, submit_all

@@ -17,10 +17,10 @@ import pytest
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.metrics import dcg
 from monitor.core.stream.config import StreamConfig
-from monitor.core.stream.labels import merge_grades
+from monitor.core.stream.held_grades import merge_grades
 from monitor.core.stream.session import SessionRecord
 from monitor.core.stream.stats import summarise
-from monitor.pipeline.memory import MemoryPipeline
+from monitor.store.memory import MemoryPipeline
 from tests.support.latest_grade import (
     CONFIG,
     DOCS,
@@ -166,7 +166,7 @@ def test_a_query_correction_delivered_first_wins_for_sessions_before_and_after()
 def test_a_stale_fan_out_cannot_undo_a_sessions_query_grade() -> None:
     """In the worker, fan-outs of two judgments may reach a session in either order (they come from the
     query's store through Kafka): the session keeps the ts of its query grades too."""
-    from monitor.core.stream.labels import fan_out_annotation
+    from monitor.core.stream.held_grades import fan_out_annotation
 
     pipeline = run([shown("s1", query="q"), judged("q", "b", 1, 1.0), judged("q", "c", 1, 1.0),
                     judged("q", "a", 3, 200.0)])

@@ -18,13 +18,13 @@ import pytest
 from monitor.core.events import Annotation, Event, Impression, Label, Result
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.held_grades import Labels, SharedGrades
 from monitor.core.stream.join import step
-from monitor.core.stream.labels import Labels, SharedGrades
 from monitor.core.stream.session import query_key
-from monitor.pipeline.batch import Batch
-from monitor.pipeline.keys import Keys
-from monitor.pipeline.partition_state import PartitionState
-from monitor.pipeline.scripts import merged_shared
+from monitor.store.batch import Batch
+from monitor.store.keys import Keys
+from monitor.store.partition_state import PartitionState
+from monitor.store.scripts import merged_shared
 
 
 def _stream(rng: random.Random, n: int) -> list[Event]:
@@ -56,7 +56,7 @@ def _stream(rng: random.Random, n: int) -> list[Event]:
 
 def _run(events: list[Event], config: StreamConfig, judged: dict[str, Labels], lean: bool,
          start: PartitionState) -> tuple[PartitionState, Batch, int]:
-    """The writer's loop (monitor/pipeline/writer.py): the lean path first when ``lean``."""
+    """The writer's loop (monitor/store/writer.py): the lean path first when ``lean``."""
     state = copy.deepcopy(start)
     batch = Batch(0)
     shared: dict[str, SharedGrades] = {}

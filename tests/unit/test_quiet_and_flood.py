@@ -23,7 +23,7 @@ import pytest
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import ConfigError, StreamConfig
 from monitor.core.stream.join import quiet_horizon
-from monitor.pipeline.memory import MemoryPipeline
+from monitor.store.memory import MemoryPipeline
 from tests.support.quiet_flood import CONFIG, Events, ghost, quiet_stream, run
 from tests.support.streams import impression, label, random_stream
 

@@ -1,4 +1,4 @@
-"""monitor/pipeline/client.py without a server: which client a URL gives, with which nodes and options, and
+"""monitor/store/client.py without a server: which client a URL gives, with which nodes and options, and
 which errors count as Redis being unreachable for now (the worker waits those out, never drops a message)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from redis.exceptions import (
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from monitor.pipeline.client import (
+from monitor.store.client import (
     REDIS_UNAVAILABLE,
     ClusterUnavailable,
     MonitorCluster,
@@ -25,7 +25,7 @@ from monitor.pipeline.client import (
     connect,
     is_cluster_url,
 )
-from monitor.pipeline.scripts import ScriptsMissing
+from monitor.store.scripts import ScriptsMissing
 
 
 def test_one_server_urls_give_the_plain_client() -> None:

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from monitor.demo import replay_cli
-from monitor.demo.canary import NoJudge
 from monitor.demo.demo import DemoOptions, DemoResult, run_demo
 from monitor.demo.events_file import LineError, read_events
 from monitor.demo.settings import DemoSettings
+from monitor.demo.verdict_rows import NoJudge
 from monitor.sim import Simulation
 
 pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "not integration and not slow")
@@ -132,7 +132,7 @@ def test_a_replay_with_the_workers_settings_file_runs_the_core_with_them(
     run with exactly those settings, computed here without the CLI."""
     from monitor.core.grades import parse_scale
     from monitor.core.stream.config import StreamConfig
-    from monitor.pipeline.memory import MemoryPipeline
+    from monitor.store.memory import MemoryPipeline
 
     _, tmp = demo
     events = tmp / "events.jsonl"

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from monitor.demo import report_cli
-from monitor.demo.canary import CanaryJudge
 from monitor.demo.demo import DemoOptions, run_demo
 from monitor.demo.recording import read_recording
 from monitor.demo.series import arm_series, verdict_series
 from monitor.demo.settings import DemoSettings
+from monitor.demo.verdict_rows import CanaryJudge
 
 pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "not integration and not slow")
 

@@ -29,17 +29,17 @@ from monitor.core.canary import CanaryConfig, comparisons, detect_deploys
 from monitor.core.events import Deploy
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
-from monitor.export.canary import CanaryCollector
 from monitor.export.prometheus import RelevanceCollector
 from monitor.export.snapshot import Snapshot
-from monitor.pipeline.keys import Keys
-from monitor.pipeline.memory import MemoryPipeline
-from monitor.pipeline.writer import RedisState
+from monitor.export.verdict_gauges import CanaryCollector
 from monitor.sim import SimConfig, simulate
-from monitor.worker.canary import Verdicts
-from monitor.worker.exporter import TICK, Exporter
-from monitor.worker.rollup import FORMAT, Rollup, Shared, decode, encode, fingerprint
+from monitor.store.keys import Keys
+from monitor.store.memory import MemoryPipeline
+from monitor.store.writer import RedisState
+from monitor.worker.rollup import FORMAT, Rollup, RollupBody, decode, encode, fingerprint
+from monitor.worker.rollup_lease import TICK, RollupLease
 from monitor.worker.settings import SettingsError, load_settings
+from monitor.worker.verdicts import Verdicts
 
 pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "not integration and not slow")
 
@@ -47,7 +47,7 @@ CONFIG = StreamConfig()
 
 
 @pytest.fixture(scope="module")
-def shared() -> Shared:
+def shared() -> RollupBody:
     """What a scrape of a simulated stream exports of the shared state (the in-process pipeline's)."""
     memory = MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE, partitions=4)
     for event in simulate(SimConfig(seed=5, n_sessions=2500, duration_s=6 * 3600, invalid_rate=0.03)).events:
@@ -55,18 +55,18 @@ def shared() -> Shared:
     deploys = sorted((d for d in memory.deploys if isinstance(d, Deploy)), key=lambda d: d.ts)
     history = memory.history()
     every = sorted([*deploys, *detect_deploys(history, deploys)], key=lambda d: d.ts)
-    return Shared(memory.snapshot(), Verdicts(comparisons(history, deploys, CanaryConfig()), every), 17,
+    return RollupBody(memory.snapshot(), Verdicts(comparisons(history, deploys, CanaryConfig()), every), 17,
                   123_456_789)
 
 
-def exposition(shared: Shared) -> bytes:
+def exposition(shared: RollupBody) -> bytes:
     registry = CollectorRegistry()
     registry.register(RelevanceCollector(lambda: shared.snapshot, 3, 2))
     registry.register(CanaryCollector(lambda: (shared.verdicts.comparisons, shared.verdicts.deploys), 3))
     return generate_latest(registry)
 
 
-def test_a_decoded_rollup_exports_exactly_what_was_encoded(shared: Shared) -> None:
+def test_a_decoded_rollup_exports_exactly_what_was_encoded(shared: RollupBody) -> None:
     rollup = Rollup(shared, 1_763_800_000.125, 0.0421, 1_763_800_021.5, "host:42:abcd")
     back = decode(encode(rollup), CONFIG)
     assert back == rollup  # dataclasses: every float equal, the verdicts, the deploys, the health
@@ -81,10 +81,10 @@ def test_a_decoded_rollup_exports_exactly_what_was_encoded(shared: Shared) -> No
 
 
 def test_special_floats_and_an_empty_state_survive() -> None:
-    empty = Shared(MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE, partitions=2).snapshot(), Verdicts([], []), 0, 0)
+    empty = RollupBody(MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE, partitions=2).snapshot(), Verdicts([], []), 0, 0)
     assert empty.snapshot.watermark == -math.inf
     assert decode(encode(Rollup(empty, 1.0, 0.0, 2.0, "x")), CONFIG) == Rollup(empty, 1.0, 0.0, 2.0, "x")
-    odd = Shared(Snapshot(CONFIG, 5.0, {("15m", "head|a|control"): {"dcg": math.inf, "rr": -0.0}},
+    odd = RollupBody(Snapshot(CONFIG, 5.0, {("15m", "head|a|control"): {"dcg": math.inf, "rr": -0.0}},
                           {("", "x"): 1e308}, {}, {}), Verdicts([], []), 1, 2)
     back = decode(encode(Rollup(odd, 1.0, 0.0, 2.0, "x")), CONFIG).shared.snapshot
     assert back.windows[("15m", "head|a|control")]["dcg"] == math.inf
@@ -98,7 +98,7 @@ def test_bytes_that_are_not_a_rollup_are_refused(raw: bytes) -> None:
         decode(raw, CONFIG)
 
 
-def test_another_format_is_refused(shared: Shared) -> None:
+def test_another_format_is_refused(shared: RollupBody) -> None:
     wire = msgspec.msgpack.decode(encode(Rollup(shared, 1.0, 0.0, 2.0, "x")))
     wire[0] = FORMAT + 1
     with pytest.raises(ValueError, match=f"format {FORMAT + 1}"):
@@ -127,10 +127,10 @@ def test_the_lease_and_the_value_share_a_cluster_slot() -> None:
         assert lease.startswith(f"{prefix}:{{rollup:{fp}}}:")  # under the prefix: the ACL's ~srm:* covers it
 
 
-def exporter(interval: float) -> Exporter:
+def exporter(interval: float) -> RollupLease:
     """An exporter over a client that is never used (nothing here talks to Redis)."""
     state = RedisState(Redis.from_url("redis://127.0.0.1:1/0"), CONFIG, FOUR_LEVEL_SCALE, 4)
-    return Exporter(state, CanaryConfig(), interval, token="t")
+    return RollupLease(state, CanaryConfig(), interval, token="t")
 
 
 @pytest.mark.parametrize(("interval", "took"), list(itertools.product([0.2, 1.0, 5.0, 30.0], [0.0, 0.01, 0.5, 3.0, 40.0])))

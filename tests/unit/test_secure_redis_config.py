@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from monitor.pipeline.client import cluster_seeds, is_cluster_url
 from monitor.services.redis_cluster import (
     ADMIN,
     PRIMARIES,
@@ -17,6 +16,7 @@ from monitor.services.redis_cluster import (
     SecureRedisClusterServer,
 )
 from monitor.services.redis_server import WORKER_ACL, SecureRedisServer
+from monitor.store.client import cluster_seeds, is_cluster_url
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "worker.md"
 PASSWORD = "w0rker-pw"

@@ -21,10 +21,10 @@ from monitor.core.decoding import decode_event
 from monitor.core.events import Annotation, EventError, encode_annotation
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import ConfigError, StreamConfig
-from monitor.core.stream.labels import SHARED_KEEP, merge_shared, shared_grades, shared_refresh
+from monitor.core.stream.held_grades import SHARED_KEEP, merge_shared, shared_grades, shared_refresh
 from monitor.core.stream.session import query_key
 from monitor.core.stream.stats import summarise
-from monitor.pipeline.memory import MemoryPipeline
+from monitor.store.memory import MemoryPipeline
 from monitor.worker.settings import SettingsError, load_settings
 from tests.support.shared_grades import (
     CONFIG,
@@ -206,7 +206,7 @@ def test_the_worker_reads_share_session_grades_from_the_stream_table(tmp_path: P
 def test_shared_grades_read_for_a_batch_are_parsed_only_when_a_step_asks() -> None:
     import msgspec
 
-    from monitor.pipeline import scripts
+    from monitor.store import scripts
 
     calls: list[str] = []
     real = scripts.parse_shared

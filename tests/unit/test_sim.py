@@ -711,7 +711,7 @@ def test_the_monitor_compares_the_deploy() -> None:
     """Through the stream core: one deploy comparison per bucket and metric, the new ranker against the old."""
     from monitor.core.canary import CanaryConfig, comparisons
     from monitor.core.stream.config import StreamConfig
-    from monitor.pipeline.memory import MemoryPipeline
+    from monitor.store.memory import MemoryPipeline
 
     run = simulate(SimConfig(n_sessions=600, deploy_at=0.5, seed=8, bucket_hint_share=1.0))
     pipeline = MemoryPipeline(StreamConfig(), FOUR_LEVEL_SCALE)

@@ -1,4 +1,4 @@
-"""The worker's in-memory sketch slices (monitor/pipeline/sketch_cache.py) against the slices as Redis
+"""The worker's in-memory sketch slices (monitor/store/sketch_cache.py) against the slices as Redis
 would hold them: loaded whole (u32 counters as BITFIELD keeps them, plus a hash of before them), kept by
 committed increments, forgotten on demand, windowed."""
 
@@ -10,7 +10,7 @@ import numpy as np
 
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.sketch import cell_field, sketch_cells
-from monitor.pipeline.sketch_cache import SketchCache, field_index
+from monitor.store.sketch_cache import SketchCache, field_index
 
 CONFIG = StreamConfig(sketch_width=64, sketch_depth=3, frequency_slices=4)
 

@@ -13,7 +13,7 @@ from monitor.core.metrics import dcg, ndcg, pair_counts
 from monitor.core.stream.config import ConfigError, StreamConfig
 from monitor.core.stream.sketch import classify, estimate, sketch_cells
 from monitor.core.stream.stats import summarise
-from monitor.pipeline.memory import MemoryPipeline
+from monitor.store.memory import MemoryPipeline
 from tests.support.streams import impression, interleave, label, random_stream, submit_all
 
 

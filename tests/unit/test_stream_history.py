@@ -14,7 +14,7 @@ from monitor.core.canary import CanaryConfig, compare, comparisons
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import ConfigError, StreamConfig
 from monitor.core.stream.history import History, epoch_of
-from monitor.pipeline.memory import MemoryPipeline, partition_of
+from monitor.store.memory import MemoryPipeline, partition_of
 from tests.support.streams import impression, label
 
 CONFIG = StreamConfig(join_window=300, state_ttl=600, min_coverage=0.5, epoch=600.0, history=3600.0,

@@ -13,8 +13,8 @@ import pytest
 
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.stats import summarise
-from monitor.pipeline.memory import MemoryPipeline
 from monitor.sim import SimConfig, simulate
+from monitor.store.memory import MemoryPipeline
 from tests.support.simulated import CONFIG, recompute
 
 pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "not integration and not slow")

@@ -1,8 +1,8 @@
 """What the steps of the join add to the shared aggregates, folded in one place: the rolling-window slices,
 the totals added and taken back, the canary history's epochs and per-query epochs, the rankers'
 sightings, the counters and the deploys. Each store only applies an :class:`Aggregates`: the in-process
-one keeps one per partition (``monitor/pipeline/memory.py``), the Redis one encodes a batch's as one
-atomic commit (``monitor/pipeline/batch.py``, ``apply.lua``) with each key's expiry from
+one keeps one per partition (``monitor/store/memory.py``), the Redis one encodes a batch's as one
+atomic commit (``monitor/store/batch.py``, ``apply.lua``) with each key's expiry from
 :class:`Retention`; in process, :meth:`Aggregates.prune` forgets what no reader needs by event time.
 
 A new per-session statistic is a new field of :func:`~monitor.core.stream.stats.session_stats`: it flows
@@ -26,9 +26,9 @@ from monitor.core.events import Deploy
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.history import Seen, epoch_of, prune_epochs, prune_seen, see
 from monitor.core.stream.lean import Counted
-from monitor.core.stream.rollup import SliceKey, slice_keys, wanted_slices
 from monitor.core.stream.stats import Stats, is_removal
 from monitor.core.stream.transition import Transition
+from monitor.core.stream.window_merge import SliceKey, slice_keys, wanted_slices
 
 Grouped = dict[str, Stats]  # group (or group|query key) -> its field sums
 

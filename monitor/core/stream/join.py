@@ -42,7 +42,7 @@ from monitor.core.grades import Scale, TrecScale
 from monitor.core.judged import JudgedList
 from monitor.core.stream.admission import ranker_regex, undeclared
 from monitor.core.stream.config import OTHER, StreamConfig
-from monitor.core.stream.labels import Labels, merge_grades, shared_grades
+from monitor.core.stream.held_grades import Labels, merge_grades, shared_grades
 from monitor.core.stream.lean import counted_impression
 from monitor.core.stream.sampling import budget_period, sampled
 from monitor.core.stream.session import SessionRecord, query_key

@@ -47,7 +47,7 @@ class SessionRecord:
     requested: int = 0  # bit i set: docs[i] was asked of annotators (unjudged when the session was sampled)
     shared: dict[str, int] = field(default_factory=dict)  # other sessions' grades of its query's documents
     # the ts of the grade held, per document, for grades that came with one (the latest ts wins:
-    # monitor.core.stream.labels.merge_grades); records stored before these fields read as empty
+    # monitor.core.stream.held_grades.merge_grades); records stored before these fields read as empty
     label_ts: dict[str, float] = field(default_factory=dict)
     query_label_ts: dict[str, float] = field(default_factory=dict)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from msgspec import Struct, field
 
 from monitor.core.events import Deploy
-from monitor.core.stream.labels import Labels, SharedGrades, Stamps
+from monitor.core.stream.held_grades import Labels, SharedGrades, Stamps
 from monitor.core.stream.session import SessionRecord
 from monitor.core.stream.stats import Stats
 

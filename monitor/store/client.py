@@ -8,10 +8,10 @@ node is enough, the others are found from it). A cluster has one database, 0. Th
 connections alike.
 
 Everything the monitor sends a cluster stays within one hash slot per command: a partition's keys share
-the tag ``{p<N>}`` and a query's ``{q:<hash>}`` (:mod:`monitor.pipeline.keys`), so each MGET, Lua call
+the tag ``{p<N>}`` and a query's ``{q:<hash>}`` (:mod:`monitor.store.keys`), so each MGET, Lua call
 and transaction names keys of one slot, and pipelines (``transaction=False``) are split by node by the
 client. What a cluster pipeline refuses has a way round here: :func:`queue_mget` and the scripts of
-:mod:`monitor.pipeline.scripts` (queued as ``EVAL``). :func:`used_memory` sums ``INFO memory`` over the
+:mod:`monitor.store.scripts` (queued as ``EVAL``). :func:`used_memory` sums ``INFO memory`` over the
 primaries.
 
 The cluster client follows MOVED and ASK redirections and refreshes its map of slots after a failover by
@@ -48,7 +48,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 RedisClient = Redis | RedisCluster
-"""What the Redis modules of :mod:`monitor.pipeline` are given: one server or a cluster."""
+"""What the Redis modules of :mod:`monitor.store` are given: one server or a cluster."""
 
 RedisPipeline = Pipeline | ClusterPipeline
 

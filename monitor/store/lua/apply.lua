@@ -1,4 +1,4 @@
--- The writes of one commit (monitor/pipeline/scripts.py, Ops): ARGV[1] is a MessagePack list of
+-- The writes of one commit (monitor/store/scripts.py, Ops): ARGV[1] is a MessagePack list of
 -- [name, key index, args...], KEYS the keys the indices name (all in the partition's hash slot); the large
 -- values (records, early labels, outbox entries, deploys) and the sketch's BITFIELD arguments follow as
 -- ARGV[2..], named by their index in the ops 'setv', 'rpushv' and 'bitincr', so they are neither decoded

@@ -1,5 +1,5 @@
 -- One query annotation's grades merged into the query's judgments (KEYS[1]: document -> level) and their ts
--- (KEYS[2]: document -> ts, for grades that came with one), as monitor.core.stream.labels.merge_grades does:
+-- (KEYS[2]: document -> ts, for grades that came with one), as monitor.core.stream.held_grades.merge_grades does:
 -- a grade with ts replaces the held one unless the held ts is later (a tie: this one, delivered later);
 -- a grade without ts always replaces it and leaves the held ts. Returns the documents whose grade won (only
 -- those are fanned out). ARGV: the ts (Python's repr, or '' for none), the TTL, then document and level

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from monitor.core.events import Annotation, Event, Impression
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.held_grades import Labels, SharedGrades, Stamps
 from monitor.core.stream.join import frequency_slices, next_watermark
-from monitor.core.stream.labels import Labels, SharedGrades, Stamps
 from monitor.core.stream.lean import Counted, only_counted
 from monitor.core.stream.sampling import budget_period
 from monitor.core.stream.session import SessionRecord, query_key

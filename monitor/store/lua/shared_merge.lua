@@ -1,6 +1,6 @@
 -- Grading sessions' grades merged into a query's shared grades (KEYS[1], a hash: document -> MessagePack
 -- list of [session, ts as text, level], the earliest first; a JSON list, as stored before, is read too),
--- keeping the SHARED_KEEP earliest sessions per document, as monitor.core.stream.labels.merge_shared does,
+-- keeping the SHARED_KEEP earliest sessions per document, as monitor.core.stream.held_grades.merge_shared does,
 -- one session after the other in the order given (a batch's writes to one query in one call); returns, per
 -- session, the documents whose earliest grading session is now that one (the query's other sessions must
 -- read them again). ARGV: the TTL, the number kept, then per session: the session, its impression ts

@@ -38,7 +38,7 @@ from prometheus_client.registry import Collector
 
 from monitor.core.canary import Check, Comparison, Overall, overall
 from monitor.core.events import Deploy
-from monitor.export.labels import cap_values
+from monitor.export.label_values import cap_values
 
 COMPARISON_LABELS = ["bucket", "metric", "kind", "baseline", "candidate"]
 PAIR_LABELS = ["bucket", "kind", "baseline", "candidate"]

@@ -200,8 +200,8 @@ def alertmanager_client(url: str) -> AlertmanagerClient:
 def collectors(engine: Any, max_rankers: int = 10, max_variants: int = 5) -> list[Any]:
     """What /metrics serves for ``engine``: the relevance series and, with a canary judge, its verdicts
     (label values capped as the worker's ``max_rankers`` and ``max_variants`` cap them)."""
-    from monitor.export.canary import CanaryCollector
     from monitor.export.prometheus import RelevanceCollector
+    from monitor.export.verdict_gauges import CanaryCollector
 
     out: list[Any] = [RelevanceCollector(lambda: engine.latest, max_rankers, max_variants)]
     if isinstance(engine.judge, CanaryJudge):

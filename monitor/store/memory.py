@@ -29,9 +29,7 @@ from monitor.core.grades import Scale
 from monitor.core.stream.admission import admit, past_error
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.effects import Aggregates
-from monitor.core.stream.history import History, merge_seen
-from monitor.core.stream.join import close_step, quiet_horizon, step
-from monitor.core.stream.labels import (
+from monitor.core.stream.held_grades import (
     Labels,
     SharedGrades,
     Stamps,
@@ -40,12 +38,14 @@ from monitor.core.stream.labels import (
     merge_shared,
     shared_refresh,
 )
+from monitor.core.stream.history import History, merge_seen
+from monitor.core.stream.join import close_step, quiet_horizon, step
 from monitor.core.stream.partition import partition_for
-from monitor.core.stream.rollup import rollup
 from monitor.core.stream.stats import Stats, add
 from monitor.core.stream.transition import AnnotationRequest, Loaded, Transition
+from monitor.core.stream.window_merge import rollup
 from monitor.export.snapshot import Snapshot
-from monitor.pipeline.partition_state import PartitionState
+from monitor.store.partition_state import PartitionState
 
 TOPICS = ("impressions", "annotations", "deploys")
 

@@ -1,8 +1,8 @@
 """The exporter role: one worker of a group computes the rollup (:mod:`.rollup`) while it holds a lease
 in Redis; every worker reads it.
 
-Every worker runs :meth:`Exporter.run`: each tick (``rollup_interval``, at most a second) it calls
-:meth:`~monitor.pipeline.lease.Lease.hold`, which renews the lease for the worker holding it and gives it
+Every worker runs :meth:`RollupLease.run`: each tick (``rollup_interval``, at most a second) it calls
+:meth:`~monitor.store.lease.Lease.hold`, which renews the lease for the worker holding it and gives it
 to the first other worker that asks once its holder has stopped renewing (killed, stuck, gone) for the
 lease's time to live. The holder computes the rollup when due and stores it only while it still holds
 the lease. A computation that fails gives the lease up, so another worker tries, and that worker waits
@@ -20,7 +20,7 @@ Timing, with ``I`` = ``rollup_interval`` and ``d`` = how long the last computati
 
 A scrape exports the stored rollup whatever its age, with ``search_relevance_rollup_age_seconds``; there
 is none before the first (then the shared series have no samples), and ``/readyz`` reports a rollup
-missing or past its freshness (:meth:`Exporter.problems`).
+missing or past its freshness (:meth:`RollupLease.problems`).
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ import time
 import uuid
 
 from monitor.core.canary import CanaryConfig
-from monitor.pipeline.lease import Lease
-from monitor.pipeline.writer import RedisState
+from monitor.store.lease import Lease
+from monitor.store.writer import RedisState
 from monitor.worker.backoff import Backoff
-from monitor.worker.canary import LOOP_SHARE
 from monitor.worker.rollup import Rollup, compute, decode, encode, fingerprint
+from monitor.worker.verdicts import LOOP_SHARE
 
 log = logging.getLogger("monitor.worker")
 
@@ -55,7 +55,7 @@ def default_token() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-class Exporter:
+class RollupLease:
     """The exporter loop of one worker over ``state`` (its Redis and key prefix), and the reads every
     worker makes of the rollup."""
 

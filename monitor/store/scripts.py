@@ -1,6 +1,6 @@
 """The Lua scripts the worker runs in Redis, and the encodings of what they read and write.
 
-The scripts are package data (``monitor/pipeline/lua/*.lua``), read here once:
+The scripts are package data (``monitor/store/lua/*.lua``), read here once:
 
 * :data:`APPLY_OPS` (``apply.lua``): every write of one partition's commit in one atomic call, encoded by
   :class:`Ops`, fenced by the partition's commit counter;
@@ -32,13 +32,13 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 
-from monitor.core.stream.labels import Labels, SharedGrades, Stamps, merge_shared
-from monitor.pipeline.client import RedisClient, RedisPipeline, execute_replicated
-from monitor.pipeline.keys import text
+from monitor.core.stream.held_grades import Labels, SharedGrades, Stamps, merge_shared
+from monitor.store.client import RedisClient, RedisPipeline, execute_replicated
+from monitor.store.keys import text
 
 
 def _script(name: str) -> str:
-    return files("monitor.pipeline").joinpath("lua", name).read_text(encoding="utf-8")
+    return files("monitor.store").joinpath("lua", name).read_text(encoding="utf-8")
 
 
 APPLY_OPS = _script("apply.lua")
@@ -194,7 +194,7 @@ class Scripts:
                      for script in (APPLY_OPS, SHARED_MERGE, QUERY_MERGE)))
 
     async def execute(self, redis: RedisClient, pipe: RedisPipeline, keys: Sequence[str]) -> list[Any]:
-        """:func:`~monitor.pipeline.client.execute_replicated` for a pipeline that may call these scripts
+        """:func:`~monitor.store.client.execute_replicated` for a pipeline that may call these scripts
         (``keys``: those it writes, none for a read); on a cluster node without them,
         :class:`ScriptsMissing` (they are loaded again at the next call)."""
         try:

@@ -17,19 +17,19 @@ from typing import NamedTuple
 from monitor.core.events import Annotation, Deploy, EventError
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.effects import Aggregates, Retention
-from monitor.core.stream.labels import Labels, Stamps
+from monitor.core.stream.held_grades import Labels, Stamps
 from monitor.core.stream.lean import Counted
 from monitor.core.stream.session import SessionRecord
 from monitor.core.stream.transition import Transition
-from monitor.pipeline.keys import SEQ, Keys
-from monitor.pipeline.scripts import Ops, early_json
-from monitor.pipeline.sketch_cache import field_index
+from monitor.store.keys import SEQ, Keys
+from monitor.store.scripts import Ops, early_json
+from monitor.store.sketch_cache import field_index
 
 
 def deploy_record(deploy: Deploy) -> dict[str, object]:
     """A deploy as the partition's deploy list holds it (JSON; ``share`` only when declared, so records
     written before it existed and readers that predate it are unaffected): what
-    :meth:`~monitor.pipeline.reader.Reader.deploys` reads back."""
+    :meth:`~monitor.store.reader.Reader.deploys` reads back."""
     record: dict[str, object] = {"kind": deploy.kind, "ranker": deploy.ranker, "previous": deploy.previous,
                                  "ts": deploy.ts}
     if deploy.share is not None:
@@ -140,7 +140,7 @@ class Batch:
 
     def add_counted(self, watermark: float, counted: Counted) -> None:
         """:meth:`add` of the transition of an impression the step only counts
-        (:meth:`~monitor.pipeline.partition_state.PartitionState.count_only`), without building it."""
+        (:meth:`~monitor.store.partition_state.PartitionState.count_only`), without building it."""
         self.watermark = watermark
         self.aggregates.add_counted(counted)
         cells = self.sketch.get(counted.slice)
@@ -156,7 +156,7 @@ class Batch:
     def ops(self, keys: Keys, config: StreamConfig, offsets: Mapping[str, int],
             fence: str | None = None) -> Ops:
         """Everything the batch changed, its outbox entries and ``offsets`` as the writes of one
-        :data:`~monitor.pipeline.scripts.APPLY_OPS` call (every key is in the partition's hash slot).
+        :data:`~monitor.store.scripts.APPLY_OPS` call (every key is in the partition's hash slot).
         ``fence``: the partition's commit counter as read before the batch (``None``: not fenced)."""
         retention = Retention(config)
         partition, ttl = self.partition, str(int(retention.session))

@@ -48,7 +48,7 @@ def merge_shared(origins: dict[str, tuple[float, int]], origin: str, ts: float, 
     """One grading session's grade of a document merged into the document's entries: the
     :data:`SHARED_KEEP` earliest grading sessions are kept (no view ever needs a later one), and whether
     ``origin`` is now the earliest (its grade is what the query's other sessions take, so they must be
-    told). The same rule runs in Redis (``SHARED_MERGE`` in :mod:`monitor.pipeline.scripts`).
+    told). The same rule runs in Redis (``SHARED_MERGE`` in :mod:`monitor.store.scripts`).
 
     >>> merge_shared({"s1": (10.0, 3)}, "s0", 5.0, 1)
     ({'s0': (5.0, 1), 's1': (10.0, 3)}, True)

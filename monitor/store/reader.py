@@ -20,11 +20,11 @@ from monitor.core.canary import CanaryConfig, first_epoch
 from monitor.core.events import Deploy
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.history import History, Seen, epoch_of, merge_seen
-from monitor.core.stream.rollup import rollup, wanted_slices
 from monitor.core.stream.stats import Stats, add
+from monitor.core.stream.window_merge import rollup, wanted_slices
 from monitor.export.snapshot import Snapshot
-from monitor.pipeline.client import RedisClient, used_memory
-from monitor.pipeline.keys import Keys, text
+from monitor.store.client import RedisClient, used_memory
+from monitor.store.keys import Keys, text
 
 
 class Reader:

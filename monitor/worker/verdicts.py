@@ -2,8 +2,9 @@
 
 The comparisons read the epochs of session statistics their periods need and when each ranker was seen
 (``RedisState.history``), summed over partitions in Redis; deploys detected in the impressions join the
-deploy events (see monitor/core/canary and docs/canary.md). The exporter (:mod:`.exporter`) computes them
-with :func:`current` as part of the rollup, which every worker's ``/metrics`` and alert loop read.
+deploy events (see monitor/core/canary and docs/canary.md). The rollup lease holder
+(:mod:`.rollup_lease`) computes them with :func:`current` as part of the rollup, which every worker's
+``/metrics`` and alert loop read.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from monitor.alerting.alertmanager import AlertmanagerClient
 from monitor.core.canary import CanaryConfig, Comparison, comparisons, every_deploy
 from monitor.core.canary.alerts import AlertBook, AlertConfig
 from monitor.core.events import Deploy
-from monitor.pipeline.writer import RedisState
+from monitor.store.writer import RedisState
 
 log = logging.getLogger("monitor.worker")
 

@@ -2,23 +2,23 @@
 
 Per batch of one partition's messages: read the applied offsets (redelivered messages change nothing),
 decode and validate, read in one round trip everything the batch's steps need
-(:func:`~monitor.pipeline.prefetch.prefetch`), run :func:`~monitor.core.stream.join.step` for each message
+(:func:`~monitor.store.prefetch.prefetch`), run :func:`~monitor.core.stream.join.step` for each message
 in order over that state in memory, write the per-query keys idempotently
-(:func:`~monitor.pipeline.query_writes.query_writes`), and write every change together with the new
-offsets and the outbox entries in one Lua script call (atomic; :meth:`~monitor.pipeline.batch.Batch.ops`).
-The keys are those of :mod:`monitor.pipeline.keys`; everything has a TTL.
+(:func:`~monitor.store.query_writes.query_writes`), and write every change together with the new
+offsets and the outbox entries in one Lua script call (atomic; :meth:`~monitor.store.batch.Batch.ops`).
+The keys are those of :mod:`monitor.store.keys`; everything has a TTL.
 
 The applied offsets in ``meta`` (``off:<topic>``), not Kafka's committed offsets, say what the state
 holds. Two guards keep them true (docs/worker.md, "Failure and recovery"): every commit is fenced by the
 partition's commit counter (``seq``: compare, increment, or write nothing and raise
-:class:`~monitor.pipeline.batch.Fenced`), so a worker that lost the partition in a rebalance cannot write
+:class:`~monitor.store.batch.Fenced`), so a worker that lost the partition in a rebalance cannot write
 over its new owner's commits; and a caller that passes ``previous`` gets
-:class:`~monitor.pipeline.batch.StateBehind` instead of a hole when Redis is behind the messages it is
+:class:`~monitor.store.batch.StateBehind` instead of a hole when Redis is behind the messages it is
 given (Redis lost acknowledged writes after Kafka's offsets were committed past them).
 
 Also the outbox (:meth:`RedisState.drain`) and the closing of due sessions without new messages
 (:meth:`RedisState.advance`, :meth:`RedisState.close_quiet`). The exporters' reads of the same keys are
-:class:`~monitor.pipeline.reader.Reader`'s, which :class:`RedisState` extends, so several workers export
+:class:`~monitor.store.reader.Reader`'s, which :class:`RedisState` extends, so several workers export
 one truth.
 """
 
@@ -41,19 +41,19 @@ from monitor.core.events import (
 from monitor.core.grades import Scale
 from monitor.core.stream.admission import admit, past_error
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.held_grades import merge_grades
 from monitor.core.stream.join import close_step, quiet_horizon, step
-from monitor.core.stream.labels import merge_grades
 from monitor.core.stream.sampling import budget_period
 from monitor.core.stream.session import SessionRecord
 from monitor.core.stream.transition import Loaded, Transition
-from monitor.pipeline.batch import COUNTED, Batch, Fenced, Message, Outbox, Outcome, StateBehind
-from monitor.pipeline.client import RedisClient
-from monitor.pipeline.keys import SEQ, Keys, text
-from monitor.pipeline.prefetch import prefetch
-from monitor.pipeline.query_writes import query_writes
-from monitor.pipeline.reader import Reader
-from monitor.pipeline.scripts import Scripts, merged_shared
-from monitor.pipeline.sketch_cache import SketchCache
+from monitor.store.batch import COUNTED, Batch, Fenced, Message, Outbox, Outcome, StateBehind
+from monitor.store.client import RedisClient
+from monitor.store.keys import SEQ, Keys, text
+from monitor.store.prefetch import prefetch
+from monitor.store.query_writes import query_writes
+from monitor.store.reader import Reader
+from monitor.store.scripts import Scripts, merged_shared
+from monitor.store.sketch_cache import SketchCache
 
 
 class RedisState(Reader):
@@ -84,7 +84,7 @@ class RedisState(Reader):
         """Apply ``messages`` of one partition, in order, skipping those whose offset is already applied.
 
         One read of everything the batch touches, the steps in memory over that state
-        (:class:`~monitor.pipeline.partition_state.PartitionState`), the per-query writes (idempotent),
+        (:class:`~monitor.store.partition_state.PartitionState`), the per-query writes (idempotent),
         then one atomic script call with every change, the outbox entries and the new offsets. A crash
         anywhere leaves either none or all of the batch applied, and a redelivery skips what was applied.
 

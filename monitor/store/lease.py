@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from monitor.pipeline.client import RedisClient
-from monitor.pipeline.keys import text
+from monitor.store.client import RedisClient
+from monitor.store.keys import text
 
 HOLD = """
 local holder = redis.call('GET', KEYS[1])

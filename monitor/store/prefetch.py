@@ -2,9 +2,9 @@
 round trip (rarely two), plus one for records due to close that the batch does not touch.
 
 Session records, early labels, the sketch cells of impressions without ``query_bucket`` (from the slices
-held in memory, :class:`~monitor.pipeline.sketch_cache.SketchCache`; a slice it lacks is read whole), the
+held in memory, :class:`~monitor.store.sketch_cache.SketchCache`; a slice it lacks is read whole), the
 deadlines due by the batch's last event time and the shared grades the batch's refreshes name, as a
-:class:`~monitor.pipeline.partition_state.PartitionState` (with the budget spent, read by the caller with
+:class:`~monitor.store.partition_state.PartitionState` (with the budget spent, read by the caller with
 the partition's ``meta``); and, from the queries' own slots,
 their judgments, the judgments' ts and their shared grades, **only for the impressions that may be
 sampled** (:func:`~monitor.core.stream.sampling.may_sample`, given the budget at the batch's start). An
@@ -25,16 +25,16 @@ from typing import Any
 
 from monitor.core.events import Annotation, Event, Impression
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.held_grades import Labels, Stamps
 from monitor.core.stream.join import frequency_slices
-from monitor.core.stream.labels import Labels, Stamps
 from monitor.core.stream.lean import frequency_fields
 from monitor.core.stream.sampling import budget_period, may_sample
 from monitor.core.stream.session import SessionRecord, query_key
-from monitor.pipeline.client import RedisClient, queue_mget
-from monitor.pipeline.keys import Keys, text
-from monitor.pipeline.partition_state import PartitionState
-from monitor.pipeline.scripts import LazyShared, Scripts, parse_early
-from monitor.pipeline.sketch_cache import SketchCache
+from monitor.store.client import RedisClient, queue_mget
+from monitor.store.keys import Keys, text
+from monitor.store.partition_state import PartitionState
+from monitor.store.scripts import LazyShared, Scripts, parse_early
+from monitor.store.sketch_cache import SketchCache
 
 
 @dataclass

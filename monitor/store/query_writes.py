@@ -2,8 +2,8 @@
 
 Per-query keys (``srm:{q:<hash>}:…``) are in other hash slots than the partition's, so they are written
 before the partition's transaction, idempotently: a session joining its query's pending set, a query
-annotation's grades merged by :data:`~monitor.pipeline.scripts.QUERY_MERGE`, a grading session's grades
-merged into the query's shared grades by :data:`~monitor.pipeline.scripts.SHARED_MERGE`. What they change
+annotation's grades merged by :data:`~monitor.store.scripts.QUERY_MERGE`, a grading session's grades
+merged into the query's shared grades by :data:`~monitor.store.scripts.SHARED_MERGE`. What they change
 reaches other sessions as fan-out annotations, returned per step for the batch's outbox.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from monitor.core.grades import Scale
 from monitor.core.stream.config import StreamConfig
-from monitor.core.stream.labels import (
+from monitor.core.stream.held_grades import (
     SHARED_KEEP,
     Labels,
     SharedGrades,
@@ -23,10 +23,10 @@ from monitor.core.stream.labels import (
     shared_refresh,
 )
 from monitor.core.stream.transition import Loaded, Transition
-from monitor.pipeline.batch import FanOut
-from monitor.pipeline.client import RedisClient
-from monitor.pipeline.keys import Keys, text
-from monitor.pipeline.scripts import Scripts, parse_shared
+from monitor.store.batch import FanOut
+from monitor.store.client import RedisClient
+from monitor.store.keys import Keys, text
+from monitor.store.scripts import Scripts, parse_shared
 
 
 async def query_writes(redis: RedisClient, keys: Keys, scripts: Scripts, config: StreamConfig, scale: Scale,
@@ -48,7 +48,7 @@ async def query_writes(redis: RedisClient, keys: Keys, scripts: Scripts, config:
     from Redis when it processes it, so an old refresh overtaking a newer one changes nothing.
 
     On a Redis Cluster the writes wait until a replica has them
-    (:func:`~monitor.pipeline.client.execute_replicated`): the partition's offsets, on another shard,
+    (:func:`~monitor.store.client.execute_replicated`): the partition's offsets, on another shard,
     would not tell that a failover lost them."""
     ttl = int(config.state_ttl)
     writes = redis.pipeline(transaction=False)
