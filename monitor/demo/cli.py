@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from monitor.demo import canary
+    from monitor.demo import verdict_rows
     from monitor.demo.demo import DemoOptions, run_demo
 
     try:
@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 seed=args.seed, regression=args.regression, bucket=args.bucket,
                                 invalid_rate=args.invalid_rate, forever=args.forever, budget=args.budget,
                                 budget_unit=args.budget_unit)
-        client = canary.alertmanager_client(args.alertmanager) if args.alertmanager else None
+        client = verdict_rows.alertmanager_client(args.alertmanager) if args.alertmanager else None
         for option, path in (("--write-events", args.write_events), ("--record", args.record)):
             if path is not None and not path.resolve().parent.is_dir():
                 raise ValueError(f"{option}: the folder of {path} does not exist")
@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = DemoOptions(settings, port=args.port, alertmanager=args.alertmanager, as_json=args.json,
                           write_events=args.write_events, record=args.record, fast=args.fast)
     try:
-        run_demo(options, sys.stdout, sys.stderr, canary.make_judge(), collectors=canary.collectors,
+        run_demo(options, sys.stdout, sys.stderr, verdict_rows.make_judge(), collectors=verdict_rows.collectors,
                  alertmanager=client)
     except OSError as error:
         sys.stderr.write(f"monitor demo: error: {error}\n")
