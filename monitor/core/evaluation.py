@@ -1,94 +1,69 @@
 """The provider: computes :class:`~monitor.core.measures.Measure` values for judged lists, and their
-aggregates over many lists (mean per list; PNR as the ratio of summed pair counts)."""
+aggregates over many lists (the mean of the defined per-list values, or, for a measure defined with a
+:class:`~monitor.core.measures.PairRatio` such as PNR, the ratio of summed pair counts).
+
+Each measure's definition (``monitor/core/measures/``) says how; this module only looks it up.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import cast
 
 from monitor.core.aggregates import Mean, PairAggregate
 from monitor.core.judged import JudgedList
-from monitor.core.measures import Measure
-from monitor.core.metrics import (
-    auc,
-    average_precision,
-    cg,
-    dcg,
-    err,
-    kendall_tau_distance,
-    ndcg,
-    pair_counts,
-    precision,
-    rbp,
-    recall,
-    reciprocal_rank,
-    seed_average_precision,
-)
-from monitor.core.metrics.gain import Discount, Gain
-from monitor.core.metrics.pairs import PairCounts, TieConvention
+from monitor.core.measures import Measure, PairRatio, lookup
+from monitor.core.measures.pnr import list_pair_counts
+from monitor.core.metrics.pairs import PairCounts
 
-
-def list_pair_counts(judged: JudgedList) -> PairCounts:
-    """PNR pair counts over the labelled documents of the list, oriented by model score."""
-    return pair_counts(judged.levels[judged.judged], judged.scores[judged.judged])
+__all__ = ["MeasureAggregate", "compute", "evaluate_lists", "list_pair_counts"]
 
 
 def compute(measure: Measure, judged: JudgedList) -> float | None:
     """The value of one measure on one list (None where it is undefined, e.g. AUC of a one-class list)."""
-    k = measure.cutoff
-    name = measure.name
-    if name in {"DCG", "nDCG"}:
-        gain: Gain = "exponential" if measure.param("gain") == "exp" else "linear"
-        discount = cast(Discount, measure.param("discount"))
-        if name == "DCG":
-            return dcg(judged.gains, k, gain, discount)
-        return ndcg(judged.gains, judged.pool_gains, k, gain, discount)
-    if name == "CG":
-        return cg(judged.gains, k)
-    if name == "P":
-        return precision(judged.relevant, cast(int, k))
-    if name == "R":
-        return recall(judged.relevant, k, judged.n_relevant)
-    if name == "AP":
-        if k is None:
-            return average_precision(judged.relevant, judged.n_relevant)
-        return seed_average_precision(judged.relevant, k)
-    if name == "RR":
-        return reciprocal_rank(judged.relevant, k)
-    if name == "RBP":
-        return rbp(judged.gains, float(measure.param("p")), k)
-    if name == "ERR":
-        return err(judged.levels, judged.max_level, k, float(measure.param("p")))
-    if name == "AUC":
-        return auc(judged.scores[judged.judged], judged.relevant[judged.judged])
-    if name == "PNR":
-        return list_pair_counts(judged).pnr(cast(TieConvention, measure.param("ties")))
-    if name == "KendallTau":
-        return float(kendall_tau_distance(judged.levels[judged.judged]))
-    raise ValueError(f"no provider for measure {measure}")
+    return lookup(measure.name).value(measure, judged)
 
 
 @dataclass
 class MeasureAggregate:
-    """The aggregate of one measure over lists: a :class:`Mean` of defined values, or summed pair counts."""
+    """The aggregate of one measure over lists: a :class:`Mean` of defined values, or summed pair counts
+    (when the measure's definition has ``pairs``)."""
 
     measure: Measure
     mean: Mean = field(default_factory=Mean)
     pairs: PairAggregate = field(default_factory=PairAggregate)
 
+    @property
+    def pair_ratio(self) -> PairRatio | None:
+        """How the aggregate is formed from summed pair counts; None: it is the mean of the values."""
+        return lookup(self.measure.name).pairs
+
     def update(self, judged: JudgedList, value: float | None = None) -> None:
-        if self.measure.name == "PNR":
-            self.pairs.update(list_pair_counts(judged))
+        """Add one list; ``value``: its per-list value if computed already (not for pair counts)."""
+        ratio = self.pair_ratio
+        if ratio is not None:
+            self.pairs.update(ratio.counts(judged))
             return
         value = compute(self.measure, judged) if value is None else value
         if value is not None:
             self.mean.update(value)
 
+    def add(self, judged: JudgedList) -> float | None:
+        """Add one list and return its per-list value (pair counts are counted once for both)."""
+        ratio = self.pair_ratio
+        if ratio is not None:
+            counts = ratio.counts(judged)
+            self.pairs.update(counts)
+            return ratio.ratio(self.measure, counts)
+        value = compute(self.measure, judged)
+        if value is not None:
+            self.mean.update(value)
+        return value
+
     def update_value(self, value: float | None) -> None:
-        """Add a precomputed per-list value (not for PNR, whose aggregate needs the counts)."""
-        if self.measure.name == "PNR":
-            raise ValueError("PNR aggregates pair counts; use update_pairs")
+        """Add a precomputed per-list value (not for a measure whose aggregate needs the pair counts)."""
+        if self.pair_ratio is not None:
+            raise ValueError(f"{self.measure.name} aggregates pair counts; use update_pairs")
         if value is not None:
             self.mean.update(value)
 
@@ -102,8 +77,9 @@ class MeasureAggregate:
         self.pairs.merge(other.pairs)
 
     def get(self) -> float | None:
-        if self.measure.name == "PNR":
-            return self.pairs.get(cast(TieConvention, self.measure.param("ties")))
+        ratio = self.pair_ratio
+        if ratio is not None:
+            return ratio.ratio(self.measure, self.pairs.counts)
         return self.mean.get()
 
 
@@ -111,15 +87,6 @@ def evaluate_lists(
     measures: Iterable[Measure], lists: Mapping[str, JudgedList]
 ) -> tuple[dict[Measure, float | None], dict[str, dict[Measure, float | None]]]:
     """Aggregate and per-list values of ``measures`` over ``lists`` (keyed by query or session id)."""
-    wanted = list(dict.fromkeys(measures))
-    aggregates = {m: MeasureAggregate(m) for m in wanted}
-    per_list: dict[str, dict[Measure, float | None]] = {}
-    for key, judged in lists.items():
-        values = {m: compute(m, judged) for m in wanted}
-        per_list[key] = values
-        for m in wanted:
-            if m.name == "PNR":
-                aggregates[m].update(judged)
-            else:
-                aggregates[m].update_value(values[m])
+    aggregates = {m: MeasureAggregate(m) for m in dict.fromkeys(measures)}
+    per_list = {key: {m: a.add(judged) for m, a in aggregates.items()} for key, judged in lists.items()}
     return {m: a.get() for m, a in aggregates.items()}, per_list

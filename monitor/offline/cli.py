@@ -7,10 +7,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from monitor.core.batch import RankedBatch, evaluate_batch
+from monitor.core.batch import evaluate_batch
 from monitor.core.errors import MonitorError
 from monitor.core.grades import parse_scale
 from monitor.core.measures import Measure, accepted_measures, parse_measure
+from monitor.core.ranked_batch import RankedBatch
 from monitor.extras import missing_extra
 from monitor.offline.errors import InputError
 from monitor.offline.no_huge_pages import normal_pages

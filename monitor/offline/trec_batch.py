@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from monitor.core.batch import RankedBatch
+from monitor.core.ranked_batch import RankedBatch
 from monitor.offline.byte_strings import BLOCK, ByteStrings, IndexArray, blocks, equal
 from monitor.offline.trec import Qrels, Run, repeated_document
 

@@ -1,9 +1,10 @@
 """Per-list metrics as pure functions over arrays given in rank order (rank 1 first).
 
 Each module holds one family: gain-based (CG, DCG, NDCG), binary (P@k, R@k, AP, RR), pairwise (PNR,
-Kendall tau distance), AUC, and cascade models (RBP, ERR). :class:`monitor.core.batch.RankedBatch`
-computes the rank-based ones for many lists at once over segmented arrays (the offline evaluator's fast
-path) and is tested against these definitions.
+Kendall tau distance), AUC, and cascade models (RBP, ERR). The measures (``monitor/core/measures/``)
+call them on one list, and compute the rank-based ones for many lists at once over the segmented arrays
+of a :class:`monitor.core.ranked_batch.RankedBatch` (the offline evaluator's fast path), tested against
+these definitions.
 """
 
 from monitor.core.metrics.auc import auc
