@@ -5,7 +5,8 @@
    after every impression, so a replay is deterministic; without the rule the sessions wait for ever.
 4. A flood of labels for sessions never shown is bounded: at most ``max_early_sessions`` sessions' early
    labels wait per partition, the oldest are evicted first and every evicted grade is counted
-   (``labels_dropped:evicted``); the valid stream's numbers are unchanged by the flood.
+   (``LABELS_EVICTED``: ``labels_dropped`` with the label ``evicted``); the valid stream's numbers are
+   unchanged by the flood.
 
 World: hand-made streams (``tests/unit/test_stream_core``'s helpers) of a few hundred sessions at a
 constant rate, 2 or 3 partitions by Kafka's partitioner; the flood is 300,000 annotations (as in the

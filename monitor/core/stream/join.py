@@ -120,9 +120,10 @@ def _on_undeclared(event: Impression, reason: str, loaded: Loaded, config: Strea
                    out: Transition) -> None:
     """An impression of an undeclared variant or ranker (``undeclared = "other"``): counted in the
     impressions of its group with the undeclared part(s) as ``other`` (a bounded set of label values)
-    and in ``undeclared:<reason>``; nothing else. It is not sampled (no budget, no request, no session
-    state), does not count in the query-frequency sketch (so it moves no query between buckets, which
-    would change how real traffic is sampled) and is not seen by the canary history."""
+    and in ``undeclared`` with the label ``<reason>``; nothing else. It is not sampled (no budget, no
+    request, no session state), does not count in the query-frequency sketch (so it moves no query
+    between buckets, which would change how real traffic is sampled) and is not seen by the canary
+    history."""
     bucket = event.query_bucket or classify(estimate(frequency_cells(event.query, config), loaded.sketch)
                                             * partitions, config.head_min_frequency,
                                             config.torso_min_frequency)
