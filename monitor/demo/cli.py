@@ -79,8 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = DemoOptions(settings, port=args.port, alertmanager=args.alertmanager, as_json=args.json,
                           write_events=args.write_events, record=args.record, fast=args.fast)
     try:
-        run_demo(options, sys.stdout, sys.stderr, verdict_rows.make_judge(), collectors=verdict_rows.collectors,
-                 alertmanager=client)
+        run_demo(options, sys.stdout, sys.stderr, verdict_rows.make_judge(),
+                 collectors=verdict_rows.collectors, alertmanager=client)
     except OSError as error:
         sys.stderr.write(f"monitor demo: error: {error}\n")
         return 1
