@@ -74,6 +74,8 @@ from throughput import Options as ThroughputOptions
 from throughput import checkout, heavy_world, part_throughput, realistic_world, remove_checkout
 
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.counters import Counter as CounterKey
+from monitor.core.stream.counters import decode_field, encode_field
 from monitor.core.stream.join import budget_period
 from monitor.core.stream.partition import partition_for
 from monitor.sim import SimConfig, generate
@@ -148,7 +150,7 @@ def probe_events(sid: str, ts: float, rng: random.Random) -> tuple[bytes, bytes]
 
 
 async def counter(redis: Redis, prefix: str, partition: int, name: str) -> float:
-    value = await redis.hget(f"{prefix}:{{p{partition}}}:cnt", f"{PROBE_GROUP}|{name}")
+    value = await redis.hget(f"{prefix}:{{p{partition}}}:cnt", encode_field(CounterKey(name, PROBE_GROUP)))
     return float(value) if value is not None else 0.0
 
 
@@ -454,7 +456,7 @@ async def counters_and_keys(redis_url: str, prefix: str) -> tuple[Counter[str], 
         totals: Counter[str] = Counter()
         for fields in results[0::2]:
             for name, value in fields.items():
-                totals[name.decode().rpartition("|")[2]] += float(value)
+                totals[decode_field(name.decode()).name] += float(value)
         totals["watermark"] = max(float(w) for w in results[1::2] if w is not None)
         return totals, await prefix_memory(redis, prefix)
     finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from monitor.core.stream.counters import DEAD_LETTER
 from monitor.core.stream.session import split_group
 from monitor.core.stream.stats import summarise
 from monitor.demo.engine import Engine
@@ -48,13 +49,14 @@ def build_summary(engine: Engine, command: str, wall: float, interrupted: bool =
     counters = {name: 0 for name in COUNTERS}
     judgments = {name: 0 for name in JUDGMENTS}
     dead: dict[str, int] = {}
-    for (group, name), value in snap.counters.items():
-        if group and name in counters:
+    for counter, value in snap.counters.items():
+        name = counter.name
+        if counter.group and name in counters:
             counters[name] += round(value)
-        elif group and name.startswith("judgments_") and name[10:] in judgments:
+        elif counter.group and name.startswith("judgments_") and name[10:] in judgments:
             judgments[name[10:]] += round(value)
-        elif not group and name.startswith("dead_letter:"):
-            dead[name.split(":", 1)[1]] = round(value)
+        elif not counter.group and name == DEAD_LETTER:
+            dead[counter.label] = round(value)
     points = engine.recording.points
     first = engine.first_watermark
     summary: dict[str, Any] = {

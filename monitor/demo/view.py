@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from monitor.core.canary.alerts import check_note
+from monitor.core.stream.counters import DEAD_LETTER
 from monitor.core.stream.session import split_group
 from monitor.core.stream.stats import summarise
 from monitor.demo.engine import Engine
@@ -83,7 +84,7 @@ def render(engine: Engine, header: Header, window: str = VIEW_WINDOW) -> list[st
     firing = sorted(engine.firing.values(), key=lambda n: n.key)
     lines.append("alerts: " + (", ".join(f"{n.name} {n.labels.get('bucket', '')} {n.labels.get('metric', '')}"
                                          .rstrip() for n in firing) if firing else "none firing"))
-    dead = sum(v for (g, name), v in snap.counters.items() if not g and name.startswith("dead_letter:"))
+    dead = sum(v for counter, v in snap.counters.items() if not counter.group and counter.name == DEAD_LETTER)
     lines.append(f"events {engine.events:,}   dead letters {dead:,.0f}")
     return lines
 

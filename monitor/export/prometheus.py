@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from monitor.core.stream.counters import DEAD_LETTER, LABELS_DROPPED, UNDECLARED
 from monitor.core.stream.stats import FIELDS, Stats, add, summarise
 from monitor.export.label_values import group_labels
 from monitor.export.snapshot import Snapshot
@@ -47,7 +48,10 @@ COUNTERS = {
     "judgments_top_k": "Documents in sampled sessions' top k (what requests would list if no grade were "
                        "reused)",
 }
-
+LABELLED = {DEAD_LETTER: "dead_letters", LABELS_DROPPED: "labels_dropped",
+            UNDECLARED: "undeclared_impressions"}
+"""The labelled counters of the partition (no group): each family's name → the metric family (without the
+prefix) that exports it, its label (``reason``) the counter's ``label``."""
 
 Family = GaugeMetricFamily | CounterMetricFamily
 
@@ -99,9 +103,9 @@ class RelevanceCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         snap = self.source()
         weights: dict[str, float] = {}
-        for (group, name), value in snap.counters.items():
-            if group and name == "impressions":
-                weights[group] = weights.get(group, 0.0) + value
+        for counter, value in snap.counters.items():
+            if counter.group and counter.name == "impressions":
+                weights[counter.group] = weights.get(counter.group, 0.0) + value
         for _, group in snap.windows:
             weights.setdefault(group, 0.0)
         for group in list(snap.added) + list(snap.removed):
@@ -145,17 +149,14 @@ class RelevanceCollector(Collector):
                   families: dict[str, Family]) -> None:
         stale_total = 0.0
         merged: dict[tuple[str, tuple[str, str, str]], float] = {}
-        for (group, name), value in snap.counters.items():
+        for counter, value in snap.counters.items():
+            name, group = counter.name, counter.group
             if name == "stale_labels":  # sessions' own and query grades (per group), early labels, queries'
                 stale_total += value
             elif group and name in COUNTERS:
                 merged[(name, exported[group])] = merged.get((name, exported[group]), 0.0) + value
-            elif not group and name.startswith("dead_letter:"):
-                families["dead_letters"].add_metric([name.split(":", 1)[1]], value)
-            elif not group and name.startswith("labels_dropped:"):
-                families["labels_dropped"].add_metric([name.split(":", 1)[1]], value)
-            elif not group and name.startswith("undeclared:"):
-                families["undeclared_impressions"].add_metric([name.split(":", 1)[1]], value)
+            elif not group and counter.label and name in LABELLED:
+                families[LABELLED[name]].add_metric([counter.label], value)
         for (name, labels), value in sorted(merged.items()):
             families[name].add_metric(list(labels), value)
         families["stale_labels"].add_metric([], stale_total)

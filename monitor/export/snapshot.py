@@ -6,18 +6,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.counters import Counter
 from monitor.core.stream.stats import Stats, add
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """``windows``: (window, group) → stats at ``watermark``; ``counters``: (group or "", name) → total;
+    """``windows``: (window, group) → stats at ``watermark``; ``counters``: each
+    :class:`~monitor.core.stream.counters.Counter` → total;
     ``added``/``removed``: group → cumulative sums of session statistics added and taken back."""
 
     config: StreamConfig
     watermark: float
     windows: Mapping[tuple[str, str], Stats]
-    counters: Mapping[tuple[str, str], float]
+    counters: Mapping[Counter, float]
     added: Mapping[str, Stats]
     removed: Mapping[str, Stats]
 

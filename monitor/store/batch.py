@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from monitor.core.events import Annotation, Deploy, EventError
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.counters import EARLY_SESSIONS_EVICTED, LABELS_EVICTED, Counter, encode_field
 from monitor.core.stream.effects import Aggregates, Retention
 from monitor.core.stream.held_grades import Labels, Stamps
 from monitor.core.stream.lean import Counted
@@ -149,9 +150,9 @@ class Batch:
         for name in counted.fields:
             cells[name] += 1.0
 
-    def count(self, name: str, amount: float = 1.0) -> None:
-        """A counter of the partition without a group (dead letters, stale labels)."""
-        self.aggregates.count("", name, amount)
+    def count(self, counter: Counter, amount: float = 1.0) -> None:
+        """A counter of the partition outside the steps (dead letters, stale labels)."""
+        self.aggregates.count(counter, amount)
 
     def ops(self, keys: Keys, config: StreamConfig, offsets: Mapping[str, int],
             fence: str | None = None) -> Ops:
@@ -179,7 +180,8 @@ class Batch:
         arrived = [s for s, labels in self.early.items() if labels is not None]
         if arrived:  # registered in arrival order, the oldest evicted beyond max_early_sessions
             ops.add("early", waiting, meta, keys.p(partition, "e", ""), keys.p(partition, "cnt"),
-                    str(config.max_early_sessions), *arrived)
+                    str(config.max_early_sessions), encode_field(LABELS_EVICTED),
+                    encode_field(EARLY_SESSIONS_EVICTED), *arrived)
         added = [a for s, d in self.deadlines.items() if d is not None for a in (repr(d), s)]
         dropped = [s for s, d in self.deadlines.items() if d is None]
         if added:
@@ -206,8 +208,8 @@ class Batch:
             ops.add("hmax", seen, *(a for (arm, ranker), (_, last) in shared.seen.items()
                                     for a in (f"last|{arm}|{ranker}", repr(last))))
         if shared.counters:
-            ops.add("hincr", keys.p(partition, "cnt"), *(a for (group, name), n in shared.counters.items()
-                                                         for a in (f"{group}|{name}", repr(n))))
+            ops.add("hincr", keys.p(partition, "cnt"), *(a for counter, n in shared.counters.items()
+                                                         for a in (encode_field(counter), repr(n))))
         width = config.sketch_width
         for index, cells in self.sketch.items():  # one BITFIELD of u32 counters per slice (sketch_cache.py)
             key = keys.p(partition, "cmsb", index)

@@ -28,6 +28,13 @@ from monitor.core.events import (
 from monitor.core.grades import Scale
 from monitor.core.stream.admission import admit, past_error
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.counters import (
+    EARLY_SESSIONS_EVICTED,
+    LABELS_EVICTED,
+    STALE_LABELS,
+    Counter,
+    dead_letter,
+)
 from monitor.core.stream.effects import Aggregates
 from monitor.core.stream.held_grades import (
     Labels,
@@ -119,7 +126,7 @@ class MemoryPipeline:
         except EventError as error:
             self.dead_letters.append(DeadLetter(topic, partition, offset, error.code, error.field,
                                                 error.reason, value))
-            self.aggregates[partition].count("", f"dead_letter:{error.code}")
+            self.aggregates[partition].count(dead_letter(error.code))
             return
         self._queue.append((target, event))
         while self._queue:
@@ -158,8 +165,8 @@ class MemoryPipeline:
         evicted = state.apply(t, self.config.max_early_sessions)
         shared = self.aggregates[partition]
         if evicted:  # a flood of labels for sessions never shown: the oldest waiting ones make room
-            shared.count("", "labels_dropped:evicted", float(sum(len(labels) for _, labels in evicted)))
-            shared.count("", "early_sessions_evicted", float(len(evicted)))
+            shared.count(LABELS_EVICTED, float(sum(len(labels) for _, labels in evicted)))
+            shared.count(EARLY_SESSIONS_EVICTED, float(len(evicted)))
         shared.add(t, self.config)
         for query, session_id in t.pending_queries:
             self.pending_queries.setdefault(query, set()).add((partition, session_id))
@@ -174,7 +181,7 @@ class MemoryPipeline:
             if stamps:
                 self.query_stamps[key] = stamps
             if stale:
-                shared.count("", "stale_labels", float(stale))
+                shared.count(STALE_LABELS, float(stale))
             self.query_seen[key] = self.watermark
             if winners:  # only the grades that won reach the sessions
                 self._fan_out(key, winners, t.query_ts)
@@ -200,9 +207,9 @@ class MemoryPipeline:
                 self._queue.append((partition, fan_out_annotation(session_id, labels, self.scale, ts)))
 
     @property
-    def counters(self) -> dict[tuple[str, str], float]:
-        """(group, name) → count, over all partitions."""
-        out: dict[tuple[str, str], float] = {}
+    def counters(self) -> dict[Counter, float]:
+        """Each :class:`~monitor.core.stream.counters.Counter` → its count, over all partitions."""
+        out: dict[Counter, float] = {}
         for part in self.aggregates:
             for key, value in part.counters.items():
                 out[key] = out.get(key, 0.0) + value
@@ -281,5 +288,7 @@ class MemoryPipeline:
         seen = merge_seen([part.seen for part in self.aggregates])
         return History(self.config.epoch, summed("epochs"), seen, summed("query_epochs"))
 
-    def counter(self, name: str, group: str = "") -> float:
-        return sum(part.counters.get((group, name), 0.0) for part in self.aggregates)
+    def counter(self, name: str, group: str = "", label: str = "") -> float:
+        """The count of ``Counter(name, group, label)`` over all partitions (0 when never counted)."""
+        key = Counter(name, group, label)
+        return sum(part.counters.get(key, 0.0) for part in self.aggregates)

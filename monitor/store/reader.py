@@ -19,6 +19,7 @@ from redis.asyncio import RedisCluster
 from monitor.core.canary import CanaryConfig, first_epoch
 from monitor.core.events import Deploy
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.counters import Counter, decode_field
 from monitor.core.stream.history import History, Seen, epoch_of, merge_seen
 from monitor.core.stream.stats import Stats, add
 from monitor.core.stream.window_merge import rollup, wanted_slices
@@ -130,15 +131,16 @@ class Reader:
             pipe.hgetall(self.keys.p(partition, "rem"))
         results = await pipe.execute() if partitions else []
         sliced = []
-        counters: dict[tuple[str, str], float] = {}
+        counters: dict[Counter, float] = {}
         added: dict[str, Stats] = {}
         removed: dict[str, Stats] = {}
         per = len(wanted) + 3  # each partition's replies, in the order asked
         for at in range(0, len(results), per):
             rows = results[at:at + per]
             sliced.append({key: grouped(raw) for key, raw in zip(wanted, rows, strict=False)})
-            for (group, name), value in pairs(rows[-3]).items():
-                counters[(group, name)] = counters.get((group, name), 0.0) + value
+            for field, value in rows[-3].items():
+                counter = decode_field(text(field))
+                counters[counter] = counters.get(counter, 0.0) + float(value)
             for target, raw in ((added, rows[-2]), (removed, rows[-1])):
                 for group, stats in grouped(raw).items():
                     into = target.setdefault(group, {})
@@ -148,18 +150,11 @@ class Reader:
         return Snapshot(self.config, watermark, windows, counters, added, removed)
 
 
-def pairs(raw: Mapping[Any, Any]) -> dict[tuple[str, str], float]:
-    """A hash of ``<group>|<name>`` fields as (group, name) → value."""
-    out = {}
+def grouped(raw: Mapping[Any, Any]) -> dict[str, dict[str, float]]:
+    """A hash of ``<group>|<stat>`` fields (sums of statistics, ``batch._fields``) as group → stat →
+    value. (The counters' hash, ``cnt``, is read with :func:`~monitor.core.stream.counters.decode_field`.)"""
+    out: dict[str, dict[str, float]] = {}
     for key, value in raw.items():
         group, _, name = text(key).rpartition("|")
-        out[(group, name)] = float(value)
-    return out
-
-
-def grouped(raw: Mapping[Any, Any]) -> dict[str, dict[str, float]]:
-    """A hash of ``<group>|<name>`` fields as group → name → value."""
-    out: dict[str, dict[str, float]] = {}
-    for (group, name), value in pairs(raw).items():
-        out.setdefault(group, {})[name] = value
+        out.setdefault(group, {})[name] = float(value)
     return out

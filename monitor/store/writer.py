@@ -41,6 +41,7 @@ from monitor.core.events import (
 from monitor.core.grades import Scale
 from monitor.core.stream.admission import admit, past_error
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.counters import STALE_LABELS, dead_letter
 from monitor.core.stream.held_grades import merge_grades
 from monitor.core.stream.join import close_step, quiet_horizon, step
 from monitor.core.stream.sampling import budget_period
@@ -121,7 +122,7 @@ class RedisState(Reader):
         batch = Batch(partition)
         for index, error in rejected:
             outcomes[index] = Outcome(dead_letter=error)
-            batch.count(f"dead_letter:{error.code}")
+            batch.count(dead_letter(error.code))
         read = await prefetch(self.redis, self.keys, self.scripts, self.config, partition, watermark,
                               [e for _, e in events], spent, self.partitions, self.sketches)
         state, query_labels, shared, query_stamps = (read.state, read.query_labels, read.shared,
@@ -132,7 +133,7 @@ class RedisState(Reader):
             stale = past_error(event, state.watermark, self.config)
             if stale is not None:
                 outcomes[index] = Outcome(dead_letter=stale)
-                batch.count(f"dead_letter:{stale.code}")
+                batch.count(dead_letter(stale.code))
                 continue
             if isinstance(event, Impression):  # most traffic: only counted, no Loaded, step or Transition
                 counted = state.count_only(event, query_labels, self.config, self.partitions)
@@ -159,7 +160,7 @@ class RedisState(Reader):
         spread, lost = await query_writes(self.redis, self.keys, self.scripts, self.config, self.scale,
                                           partition, steps)
         if lost:
-            batch.count("stale_labels", float(lost))
+            batch.count(STALE_LABELS, float(lost))
         for index, transition, _ in steps:
             outcomes[index] = Outcome(transition=transition, fan_out=tuple(spread.get(index, ())))
         for index, message in enumerate(messages):
@@ -223,7 +224,7 @@ class RedisState(Reader):
             return Outcome(skipped=True)
         outcome = Outcome(dead_letter=error)
         batch = Batch(partition)
-        batch.count(f"dead_letter:{error.code}")
+        batch.count(dead_letter(error.code))
         if message.outbox is not None:
             batch.entries.extend(message.outbox(partition, message, outcome))
         await self._commit(partition, batch, {message.topic: message.offset}, fence=meta.get(SEQ, ""))
@@ -243,7 +244,7 @@ class RedisState(Reader):
         spread, lost = await query_writes(self.redis, self.keys, self.scripts, self.config, self.scale,
                                           partition, [(0, transition, loaded)])
         if lost:
-            batch.count("stale_labels", float(lost))
+            batch.count(STALE_LABELS, float(lost))
         await self._commit(partition, batch, {})
         return Outcome(transition=transition, fan_out=tuple(spread.get(0, ())))
 

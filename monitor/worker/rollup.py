@@ -25,12 +25,14 @@ from monitor import __version__
 from monitor.core.canary import CanaryConfig, Comparison
 from monitor.core.events import Deploy
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.counters import Counter
 from monitor.export.snapshot import Snapshot
 from monitor.store.writer import RedisState
 from monitor.worker.verdicts import Verdicts, current
 
-FORMAT = 1
-"""The encoding's version: a new one is a new fingerprint, so a new key."""
+FORMAT = 2
+"""The encoding's version: a new one is a new fingerprint, so a new key. (2: counters as
+:class:`~monitor.core.stream.counters.Counter` arrays, ``[name, group, label]``.)"""
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ class _Wire(msgspec.Struct, array_like=True):
     by: str
     watermark: float
     windows: list[tuple[str, str, dict[str, float]]]
-    counters: list[tuple[str, str, float]]
+    counters: list[tuple[Counter, float]]
     added: dict[str, dict[str, float]]
     removed: dict[str, dict[str, float]]
     comparisons: list[Comparison]
@@ -103,7 +105,7 @@ def encode(rollup: Rollup) -> bytes:
     return _ENCODER.encode(_Wire(
         FORMAT, rollup.at, rollup.took, rollup.fresh, rollup.by, snap.watermark,
         [(window, group, dict(stats)) for (window, group), stats in snap.windows.items()],
-        [(group, name, value) for (group, name), value in snap.counters.items()],
+        list(snap.counters.items()),
         {group: dict(stats) for group, stats in snap.added.items()},
         {group: dict(stats) for group, stats in snap.removed.items()},
         list(shared.verdicts.comparisons), list(shared.verdicts.deploys), shared.waiting,
@@ -120,7 +122,7 @@ def decode(raw: bytes, config: StreamConfig) -> Rollup:
     if wire.format != FORMAT:
         raise ValueError(f"a rollup of format {wire.format}, not {FORMAT}")
     snapshot = Snapshot(config, wire.watermark, {(w, g): stats for w, g, stats in wire.windows},
-                        {(g, n): value for g, n, value in wire.counters}, wire.added, wire.removed)
+                        dict(wire.counters), wire.added, wire.removed)
     shared = RollupBody(snapshot, Verdicts(wire.comparisons, wire.deploys), wire.waiting, wire.redis_memory)
     return Rollup(shared, wire.at, wire.took, wire.fresh, wire.by)
 

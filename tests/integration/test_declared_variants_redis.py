@@ -6,11 +6,14 @@ at a third of its size: 1,000 sessions and 2,000 junk impressions, so that each 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 
 import pytest
 from redis.asyncio import Redis
 
 from monitor.core.grades import FOUR_LEVEL_SCALE
+from monitor.core.stream.counters import DEAD_LETTER as DEAD_LETTER_COUNTER
+from monitor.core.stream.counters import UNDECLARED, Counter, dead_letter, undeclared
 from monitor.sim import SimConfig, simulate
 from monitor.store.writer import RedisState
 from tests.support.declared_variants import DEAD_LETTER, DECLARED, PARTITIONS, Events, run, with_junk
@@ -29,12 +32,12 @@ def streams() -> tuple[Events, Events]:
 ORDER_DEPENDENT = ("unchanged_labels", "rescored")
 
 
-def comparable(counters: dict[tuple[str, str], float]) -> dict[tuple[str, str], float]:
+def comparable(counters: Mapping[Counter, float]) -> dict[Counter, float]:
     # Redis applies a query judgment's fan-out after its batch, in process at once: a session of the
     # batch that already read the judgment gets it again (unchanged labels, see test_redis_state.py), and
     # on this stream one session is scored twice in process but once in Redis (rescored 911 against 910,
     # without any junk too); every other counter must agree
-    return {k: v for k, v in counters.items() if v and k[1] not in ORDER_DEPENDENT}
+    return {k: v for k, v in counters.items() if v and k.name not in ORDER_DEPENDENT}
 
 
 @pytest.mark.parametrize("mode", ["other", "dead_letter"])
@@ -55,14 +58,14 @@ async def test_junk_in_redis_as_in_process(redis_url: str, streams: tuple[Events
 
     assert comparable(got.counters) == pytest.approx(comparable(expected.counters))
     if mode == "other":
-        assert got.counters[("", "undeclared:variant")] == got.counters[("", "undeclared:ranker")] == JUNK / 2
+        assert got.counters[undeclared("variant")] == got.counters[undeclared("ranker")] == JUNK / 2
     else:
-        assert got.counters[("", "dead_letter:undeclared_variant")] == JUNK / 2
-        assert got.counters[("", "dead_letter:undeclared_ranker")] == JUNK / 2
+        assert got.counters[dead_letter("undeclared_variant")] == JUNK / 2
+        assert got.counters[dead_letter("undeclared_ranker")] == JUNK / 2
     real = {k: v for k, v in comparable(got.counters).items()
-            if not k[1].startswith(("undeclared:", "dead_letter:")) and "other" not in k[0].split("|")}
+            if k.name not in (UNDECLARED, DEAD_LETTER_COUNTER) and "other" not in k.group.split("|")}
     assert real == pytest.approx(comparable(clean.counters))
-    assert 200 < sum(v for (_, n), v in real.items() if n == "sampled") < 900  # the budget binds
+    assert 200 < sum(v for c, v in real.items() if c.name == "sampled") < 900  # the budget binds
     assert sorted(r.session_id for r in requests) == sorted(r.session_id for r in memory.requests)
     assert not any(r.session_id.startswith("junk-") for r in requests)
     # join_lag is left out: a session's scoring time is its partition's event time when it is scored, which

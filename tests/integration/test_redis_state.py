@@ -14,6 +14,13 @@ from monitor.core.canary import CanaryConfig
 from monitor.core.events import Deploy
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.counters import (
+    DEAD_LETTER,
+    EARLY_SESSIONS_EVICTED,
+    Counter,
+    dead_letter,
+    labels_dropped,
+)
 from monitor.core.stream.history import split_query
 from monitor.core.stream.transition import AnnotationRequest
 from monitor.store.memory import partition_of
@@ -53,7 +60,7 @@ async def test_redis_state_equals_in_process_and_ignores_redelivery(redis_url: s
             assert got.windows[key].get(name, 0.0) == pytest.approx(value, abs=1e-9), (key, name)
     assert {k: v for k, v in got.counters.items() if v} == pytest.approx(
         {k: v for k, v in expected.counters.items() if v})
-    assert expected.counters[("", "dead_letter:unknown_schema")] == 1
+    assert expected.counters[dead_letter("unknown_schema")] == 1
     assert sum(s.get("sessions", 0.0) for s in expected.windows.values()) > 100
 
     # the canary history: the same epochs (whose sum is the net totals) and the same first/last sightings
@@ -86,8 +93,8 @@ async def test_redis_state_equals_in_process_and_ignores_redelivery(redis_url: s
     for group, stats in summed.items():
         sessions = {name: value for name, value in stats.items() if name != "impressions"}
         assert sessions == pytest.approx(totals.get(group, {}), abs=1e-9), group
-        assert stats["impressions"] == expected.counters[(group, "impressions")], group
-    assert {g for (g, name), n in expected.counters.items() if name == "impressions" and n} == set(summed)
+        assert stats["impressions"] == expected.counters[Counter("impressions", group)], group
+    assert {c.group for c, n in expected.counters.items() if c.name == "impressions" and n} == set(summed)
 
 
 async def test_a_judgments_budget_in_redis_samples_and_spends_as_in_process(redis_url: str) -> None:
@@ -132,15 +139,15 @@ async def test_a_judgments_budget_in_redis_samples_and_spends_as_in_process(redi
         assert request.docs == [d for d in shown if d in request.docs] and request.judged + len(request.docs) == len(shown)
     # a query judgment and an impression of its query in one batch: Redis also fans the judgment out to
     # the session that already read it (harmless, counted as unchanged labels); every other counter agrees
-    assert {k: v for k, v in got.counters.items() if v and k[1] != "unchanged_labels"} == pytest.approx(
-        {k: v for k, v in expected.counters.items() if v and k[1] != "unchanged_labels"})
+    assert {k: v for k, v in got.counters.items() if v and k.name != "unchanged_labels"} == pytest.approx(
+        {k: v for k, v in expected.counters.items() if v and k.name != "unchanged_labels"})
     assert set(got.windows) == set(expected.windows)
     for window, stats in expected.windows.items():
         for name, value in stats.items():
             assert got.windows[window].get(name, 0.0) == pytest.approx(value, abs=1e-9), (window, name)
-    impressions = sum(v for (g, n), v in expected.counters.items() if n == "impressions")
-    sampled = sum(v for (g, n), v in expected.counters.items() if n == "sampled")
-    requested = sum(v for (g, n), v in expected.counters.items() if n == "judgments_requested")
+    impressions = sum(v for c, v in expected.counters.items() if c.name == "impressions")
+    sampled = sum(v for c, v in expected.counters.items() if c.name == "sampled")
+    requested = sum(v for c, v in expected.counters.items() if c.name == "judgments_requested")
     assert 0.2 * impressions < sampled < 0.8 * impressions  # the budget binds
     assert requested == sum(len(r.docs) for r in requests) == sum(spent.values())
     assert len(requests) < sampled  # fully judged sessions were scored without a request
@@ -184,8 +191,8 @@ async def test_shared_grades_in_redis_give_the_brute_force_numbers(redis_url: st
     # Redis may refresh a session twice (its re-read and a writer's fan-out both saw a change), and applies
     # a batch's refreshes after the batch, so when a session was scored, re-scored or expired differs
     ignored = {"unchanged_labels", "shared_before_session", "scored", "expired", "rescored", "corrections"}
-    assert {k: v for k, v in got.counters.items() if v and k[1] not in ignored} == pytest.approx(
-        {k: v for k, v in expected.counters.items() if v and k[1] not in ignored})
+    assert {k: v for k, v in got.counters.items() if v and k.name not in ignored} == pytest.approx(
+        {k: v for k, v in expected.counters.items() if v and k.name not in ignored})
 
 
 @pytest.mark.parametrize(("partitions", "batch"), [(2, 1), (2, 40)])
@@ -207,9 +214,9 @@ async def test_events_with_a_wrong_clock_are_dead_letters_in_redis_too(redis_url
         got = await state.snapshot()
     finally:
         await redis.aclose()
-    assert got.counters[("", "dead_letter:ts_out_of_range")] == count
-    assert {k: v for k, v in got.counters.items() if v and not k[1].startswith("dead_letter:")} == pytest.approx(
-        {k: v for k, v in expected.counters.items() if v and not k[1].startswith("dead_letter:")})
+    assert got.counters[dead_letter("ts_out_of_range")] == count
+    assert {k: v for k, v in got.counters.items() if v and k.name != DEAD_LETTER} == pytest.approx(
+        {k: v for k, v in expected.counters.items() if v and k.name != DEAD_LETTER})
     assert set(got.windows) == set(expected.windows)
     for key, stats in expected.windows.items():
         for name, value in stats.items():
@@ -293,16 +300,16 @@ async def test_a_ghost_label_flood_in_redis_is_bounded_and_evicts_as_in_process(
         await redis.aclose()
     expected = memory.snapshot()
     assert len(early_keys) <= partitions * cap and max(waiting) <= cap
-    evicted = expected.counters.get(("", "early_sessions_evicted"), 0.0)
+    evicted = expected.counters.get(EARLY_SESSIONS_EVICTED, 0.0)
     assert evicted >= 3000 - partitions * cap
-    assert got.counters.get(("", "early_sessions_evicted"), 0.0) == evicted
+    assert got.counters.get(EARLY_SESSIONS_EVICTED, 0.0) == evicted
     assert {k: v for k, v in got.counters.items() if v} == pytest.approx(
         {k: v for k, v in expected.counters.items() if v})
     for key, stats in expected.windows.items():
         for name, value in stats.items():
             assert got.windows[key].get(name, 0.0) == pytest.approx(value, abs=1e-9), (key, name)
     if evicted:
-        assert got.counters[("", "labels_dropped:evicted")] == expected.counters[("", "labels_dropped:evicted")]
+        assert got.counters[labels_dropped("evicted")] == expected.counters[labels_dropped("evicted")]
         return
     for key, stats in alone.snapshot().windows.items():  # the valid stream's numbers, unchanged
         for name, value in stats.items():
@@ -354,8 +361,8 @@ async def test_the_latest_ts_wins_in_redis_as_in_process(redis_url: str, scenari
             if name != "join_lag":
                 assert got.windows[key].get(name, 0.0) == pytest.approx(value, abs=1e-9), (scenario, key, name)
     stale = {"own": 1, "correction first": 1, "early": 2, "tie": 0, "no ts": 1, "query": 2}[scenario]
-    assert sum(v for (_, name), v in expected.counters.items() if name == "stale_labels") == stale
-    assert sum(v for (_, name), v in got.counters.items() if name == "stale_labels") == stale
+    assert sum(v for c, v in expected.counters.items() if c.name == "stale_labels") == stale
+    assert sum(v for c, v in got.counters.items() if c.name == "stale_labels") == stale
 
 
 @pytest.mark.parametrize(("partitions", "batch"), [(1, 1), (3, 1), (3, 40)])

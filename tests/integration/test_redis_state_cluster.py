@@ -24,6 +24,7 @@ from monitor.core.canary import CanaryConfig
 from monitor.core.events import Deploy
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.counters import dead_letter
 from monitor.core.stream.history import History
 from monitor.export.snapshot import Snapshot
 from monitor.store.client import connect
@@ -151,5 +152,5 @@ async def test_redis_state_on_a_cluster_equals_one_redis_server(
     assert scored > 50
     if make is not shared:
         assert cluster.deploys == DEPLOYS
-        assert cluster.snapshot.counters[("", "dead_letter:unknown_schema")] == 1
+        assert cluster.snapshot.counters[dead_letter("unknown_schema")] == 1
         assert math.isfinite(cluster.snapshot.watermark)

@@ -52,6 +52,7 @@ from redis.asyncio import Redis
 from monitor.core.canary.alerts import AlertConfig, annotations_of
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.counters import dead_letter
 from monitor.services.alertmanager import AlertmanagerServer
 from monitor.services.install import BINARIES_OF, ensure_binaries
 from monitor.services.ports import free_port
@@ -209,7 +210,7 @@ async def test_a_worker_that_lost_its_partition_redoes_its_batch_instead_of_appl
         outcomes = await zombie.handle_batch(batch)
         assert zombie.fenced == 1 and all(o.skipped for o in outcomes)
         snapshot = await zombie_state.snapshot()
-        assert snapshot.counters[("", "dead_letter:invalid_json")] == 1  # once, not twice
+        assert snapshot.counters[dead_letter("invalid_json")] == 1  # once, not twice
         assert len(await zombie_state.deploys()) == 2
         assert await zombie_state.applied(0) == {"d": 2}
         assert await client.llen(f"{prefix}:{{p0}}:outbox") == 1  # the one dead letter, once
@@ -252,7 +253,7 @@ async def test_a_message_failing_for_a_while_is_tried_again_and_only_then_dead_l
         assert [d.ranker for d in await state.deploys()] == [f"r{n}" for n in range(3) if n != 1 or not dead]
         assert await state.applied(0) == {"d": 2}
         snapshot = await state.snapshot()
-        assert snapshot.counters.get(("", "dead_letter:processing_error"), 0) == dead
+        assert snapshot.counters.get(dead_letter("processing_error"), 0) == dead
     finally:
         await client.aclose()
 

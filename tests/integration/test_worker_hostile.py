@@ -113,7 +113,7 @@ def test_hostile_input_through_the_worker_leaves_the_valid_numbers_exact(
     assert comparable(declared(relevance(exported(memory)))) == pytest.approx(comparable(expected), rel=1e-9,
                                                                               abs=1e-9)
     junk = sum(1 for r in records if r.key.startswith(b"junk-"))
-    assert memory.counter("undeclared:variant") == junk > 1000
+    assert memory.counter("undeclared", label="variant") == junk > 1000
 
     assert stream.send(records) == len(records)
     group = Group(stream, redis_url, tmp_path, "hostile", CONFIG_TOML)
@@ -129,6 +129,6 @@ def test_hostile_input_through_the_worker_leaves_the_valid_numbers_exact(
     assert dead == {"ts_out_of_range": wrong_clocks}
     assert_same(declared(relevance(got)), expected)
     undeclared = sum(v for (n, _), v in got.items() if n == "search_relevance_undeclared_impressions_total")
-    assert undeclared == memory.counter("undeclared:variant")
+    assert undeclared == memory.counter("undeclared", label="variant")
     print(f"\nhostile stream: {len(records)} messages ({len(valid)} valid), worker drained and compared in "
           f"{time.monotonic() - began:.0f} s")

@@ -12,6 +12,7 @@ import pytest
 from monitor.core.canary import CanaryConfig, comparisons
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import ConfigError, StreamConfig
+from monitor.core.stream.counters import DEAD_LETTER, Counter
 from monitor.store.memory import MemoryPipeline
 from tests.support.clock_skew import CONFIG, Events, hostile
 from tests.support.streams import random_stream
@@ -28,7 +29,7 @@ def run(events: Events, clock: float | None, partitions: int = 2) -> MemoryPipel
 
 
 def numbers(pipeline: MemoryPipeline) -> tuple[dict[str, dict[str, float]], dict[tuple[str, str], float]]:
-    counters = {k: v for k, v in pipeline.counters.items() if v and not k[1].startswith("dead_letter:")}
+    counters = {k: v for k, v in pipeline.counters.items() if v and k.name != DEAD_LETTER}
     return pipeline.snapshot().totals(), counters
 
 
@@ -43,7 +44,7 @@ def test_events_with_a_wrong_clock_are_dead_letters_and_change_no_number(seed: i
     assert set(dirty_totals) == set(clean_totals)
     for group, stats in clean_totals.items():
         assert dirty_totals[group] == pytest.approx(stats, abs=1e-9), group
-    assert dirty.counter("dead_letter:ts_out_of_range") == count
+    assert dirty.counter("dead_letter", label="ts_out_of_range") == count
     reasons = [d.reason for d in dirty.dead_letters]
     assert sum("ahead of the wall clock" in r for r in reasons) == 2
     assert sum("behind its partition's event time" in r for r in reasons) == 1
@@ -59,11 +60,11 @@ def test_without_the_clock_rule_one_far_future_impression_loses_the_sessions_aft
     clean = numbers(run(events, None))[1]
     blinded = run(mixed, None)
 
-    def scored(counters: dict[tuple[str, str], float]) -> float:
-        return sum(v for (_, name), v in counters.items() if name == "scored")
+    def scored(counters: dict[Counter, float]) -> float:
+        return sum(v for c, v in counters.items() if c.name == "scored")
 
     assert scored(numbers(blinded)[1]) < scored(clean) - 20
-    assert blinded.counter("dead_letter:ts_out_of_range") > 20
+    assert blinded.counter("dead_letter", label="ts_out_of_range") > 20
 
 
 def test_max_future_is_validated() -> None:

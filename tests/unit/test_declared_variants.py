@@ -17,6 +17,8 @@ from prometheus_client import CollectorRegistry
 
 from monitor.core.canary import CanaryConfig, comparisons
 from monitor.core.stream.config import ConfigError, StreamConfig
+from monitor.core.stream.counters import DEAD_LETTER as DEAD_LETTER_COUNTER
+from monitor.core.stream.counters import UNDECLARED, Counter
 from monitor.export.prometheus import RelevanceCollector
 from monitor.sim import SimConfig, simulate
 from monitor.store.memory import MemoryPipeline
@@ -41,14 +43,14 @@ def sim_events(seed: int) -> Events:
     return [(e.topic, e.key, e.value) for e in result.events]
 
 
-def real_counters(pipeline: MemoryPipeline) -> dict[tuple[str, str], float]:
+def real_counters(pipeline: MemoryPipeline) -> dict[Counter, float]:
     """Counters of the real traffic: not the undeclared ones, nor any group counted as other."""
-    return {(g, n): v for (g, n), v in pipeline.counters.items()
-            if v and not n.startswith(("undeclared:", "dead_letter:")) and "other" not in g.split("|")}
+    return {c: v for c, v in pipeline.counters.items()
+            if v and c.name not in (UNDECLARED, DEAD_LETTER_COUNTER) and "other" not in c.group.split("|")}
 
 
 def sampled(pipeline: MemoryPipeline) -> float:
-    return sum(v for (g, n), v in pipeline.counters.items() if n == "sampled")
+    return sum(v for c, v in pipeline.counters.items() if c.name == "sampled")
 
 
 def budget(pipeline: MemoryPipeline) -> list[dict[tuple[str, int], float]]:
@@ -93,7 +95,7 @@ def runs(streams: tuple[Events, Events]) -> dict[tuple[str, str], MemoryPipeline
 def test_the_stream_without_junk_spends_the_budget(runs: dict[tuple[str, str], MemoryPipeline]) -> None:
     """The premise: the budget binds on the simulated hour (else no junk could take anything from it)."""
     clean = runs["declared", "clean"]
-    impressions = sum(v for (g, n), v in clean.counters.items() if n == "impressions")
+    impressions = sum(v for c, v in clean.counters.items() if c.name == "impressions")
     assert impressions > 2900  # 3,000 sessions, a few duplicates
     assert 500 <= sampled(clean) < 0.5 * impressions
     for bucket, amount in BUDGET.items():
@@ -106,12 +108,13 @@ def test_junk_counted_as_other_changes_no_number_of_the_real_traffic(
     clean, dirty = runs["declared", "clean"], runs["declared", "dirty"]
     assert_same_real_numbers(dirty, clean)
     assert sampled(dirty) == sampled(clean)
-    assert dirty.counter("undeclared:variant") == JUNK / 2
-    assert dirty.counter("undeclared:ranker") == JUNK / 2
-    other = {g: v for (g, n), v in dirty.counters.items() if n == "impressions" and "other" in g.split("|")}
+    assert dirty.counter("undeclared", label="variant") == JUNK / 2
+    assert dirty.counter("undeclared", label="ranker") == JUNK / 2
+    other = {c.group: v for c, v in dirty.counters.items()
+             if c.name == "impressions" and "other" in c.group.split("|")}
     assert sum(other.values()) == JUNK
     assert {g.split("|", 1)[1] for g in other} == {"ranker-a|other", "other|control"}
-    assert not any(n != "impressions" for (g, n) in dirty.counters if "other" in g.split("|"))
+    assert not any(c.name != "impressions" for c in dirty.counters if "other" in c.group.split("|"))
     assert not dirty.dead_letters
     junk_ids = {f"junk-{i}" for i in range(JUNK)}
     assert not any(sid in junk_ids for state in dirty.state for sid in state.records)
@@ -124,12 +127,12 @@ def test_without_declared_variants_the_junk_spends_the_budget(
     stream: 736 real sessions sampled without the junk, 615 with it, the junk 286)."""
     clean, dirty = runs["anything", "clean"], runs["anything", "dirty"]
     assert sampled(clean) == sampled(runs["declared", "clean"])  # the real traffic is all declared
-    real = {(g, n): v for (g, n), v in dirty.counters.items() if n == "sampled" and "junk" not in g
-            and "|exp-" not in g}
+    real = {c: v for c, v in dirty.counters.items() if c.name == "sampled" and "junk" not in c.group
+            and "|exp-" not in c.group}
     junk = sampled(dirty) - sum(real.values())
     assert junk > 200
     assert sum(real.values()) < sampled(clean) - 80
-    assert dirty.counter("undeclared:variant") == dirty.counter("undeclared:ranker") == 0
+    assert dirty.counter("undeclared", label="variant") == dirty.counter("undeclared", label="ranker") == 0
 
 
 def test_label_values_stay_bounded_in_prometheus(runs: dict[tuple[str, str], MemoryPipeline]) -> None:
@@ -161,10 +164,10 @@ def test_junk_as_dead_letters_changes_no_number_of_the_real_traffic(
     clean, dirty = runs["dead_letter", "clean"], runs["dead_letter", "dirty"]
     assert_same_real_numbers(dirty, clean)
     assert real_counters(clean) == real_counters(runs["declared", "clean"])
-    assert dirty.counter("dead_letter:undeclared_variant") == JUNK / 2
-    assert dirty.counter("dead_letter:undeclared_ranker") == JUNK / 2
+    assert dirty.counter("dead_letter", label="undeclared_variant") == JUNK / 2
+    assert dirty.counter("dead_letter", label="undeclared_ranker") == JUNK / 2
     assert len(dirty.dead_letters) == JUNK and not clean.dead_letters
-    assert dirty.counter("undeclared:variant") == dirty.counter("undeclared:ranker") == 0
+    assert dirty.counter("undeclared", label="variant") == dirty.counter("undeclared", label="ranker") == 0
     by_code = {d.code: d for d in dirty.dead_letters}
     assert set(by_code) == {"undeclared_variant", "undeclared_ranker"}
     variant, ranker = by_code["undeclared_variant"], by_code["undeclared_ranker"]

@@ -50,7 +50,8 @@ def numbers(pipeline: MemoryPipeline, skip_groups: Callable[[str], bool] = lambd
     totals = {g: {k: v for k, v in stats.items() if k != "join_lag" and abs(v) > 1e-9}
               for g, stats in pipeline.snapshot().totals().items() if not skip_groups(g)}
     counts: dict[str, float] = {}
-    for (group, name), value in pipeline.counters.items():
+    for counter, value in pipeline.counters.items():
+        group, name = counter.group, counter.name
         if name in ("impressions", "sampled") and not skip_groups(group):
             counts[f"{group}|{name}"] = counts.get(f"{group}|{name}", 0.0) + value
     return {g: s for g, s in totals.items() if s}, counts
@@ -91,7 +92,7 @@ def test_wrong_clocks_change_no_valid_number(seed: int, place: int) -> None:
     ]
     mixed = [*scatter(events, bad, rng), ("impressions", b"past", impression("past", last - 4 * CONFIG.state_ttl))]
     got = run(mixed)
-    assert got.counter("dead_letter:ts_out_of_range") == 3
+    assert got.counter("dead_letter", label="ts_out_of_range") == 3
     assert_same(got, run(events))
 
 
@@ -100,7 +101,7 @@ def test_wrong_clocks_change_no_valid_number(seed: int, place: int) -> None:
 def test_a_ghost_label_flood_below_the_cap_changes_no_valid_number(seed: int, place: int, count: int) -> None:
     events = world(seed)
     got = run(scatter(events, [ghost(i) for i in range(count)], random.Random(place)))
-    assert got.counter("labels_dropped:evicted") == 0
+    assert got.counter("labels_dropped", label="evicted") == 0
     assert sum(len(s.early) for s in got.state) >= 1  # the ghosts wait (till state_ttl), counted nowhere
     assert_same(got, run(events))
 
@@ -170,8 +171,8 @@ def test_re_sent_old_grades_change_no_number(seed: int, place: int) -> None:
                     and b'"ts"' in e[2] and json.loads(e[2])["ts"] > value["ts"])
         mixed.insert(rng.randrange(after + 1, len(mixed) + 1), event)
     got, want = run(mixed), run(events)
-    assert got.counter("stale_labels") + sum(v for (g, n), v in got.counters.items()
-                                             if g and n == "stale_labels") >= len(resent)
+    assert got.counter("stale_labels") + sum(v for c, v in got.counters.items()
+                                             if c.group and c.name == "stale_labels") >= len(resent)
     assert_same(got, want)
 
 
@@ -195,8 +196,8 @@ def test_junk_rankers_and_variants_change_no_valid_number(seed: int, place: int)
         mixed.insert(at, ("impressions", sid.encode(), value))
     junk = sum(1 for _, k, _ in mixed if k.startswith(b"junk-"))
     got, want = run(mixed), run(events)
-    assert got.counter("undeclared:variant") == junk > 4000
-    assert not any(g.startswith("junk") or "|junk-variant" in g for g, _ in got.counters if g)
+    assert got.counter("undeclared", label="variant") == junk > 4000
+    assert not any(c.group.startswith("junk") or "|junk-variant" in c.group for c in got.counters if c.group)
     assert_same(got, want, skip_groups=lambda g: g.endswith("|other"))
-    assert sum(got.counter("sampled", g) for g, n in got.counters if n == "sampled") == \
-        sum(want.counter("sampled", g) for g, n in want.counters if n == "sampled")
+    assert sum(got.counter("sampled", c.group) for c in got.counters if c.name == "sampled") == \
+        sum(want.counter("sampled", c.group) for c in want.counters if c.name == "sampled")

@@ -267,7 +267,7 @@ def test_the_sampling_decision_never_reads_the_arm_or_its_documents(unit: str) -
             loaded = Loaded(budget_used={"head": used}, query_labels=dict(judged) if with_query else {},
                             early_labels=dict(judged) if arm == "judged" and not with_query else {})
             t = step(arm_impression(f"t{trial}-{arm}", 5000.0, arm), loaded, config, FOUR_LEVEL_SCALE, partitions)
-            outcomes.append(any(name == "sampled" for _, name, _ in t.counters))
+            outcomes.append(any(counter.name == "sampled" for counter, _ in t.counters))
         assert outcomes[0] == outcomes[1], (used, partitions, with_query)
         decisions[outcomes[0]] += 1
     assert decisions[True] > 50 and decisions[False] > 50

@@ -55,7 +55,7 @@ def mean_dcg(pipeline: MemoryPipeline) -> float:
 
 
 def stale(pipeline: MemoryPipeline) -> float:
-    return sum(value for (_, name), value in pipeline.counters.items() if name == "stale_labels")
+    return sum(value for c, value in pipeline.counters.items() if c.name == "stale_labels")
 
 
 # -- the rule itself --------------------------------------------------------------------------------------

@@ -112,7 +112,7 @@ def test_the_lean_path_commits_what_the_full_step_commits(seed: int) -> None:
         for group, stats in groups.items():
             if "impressions" in stats:
                 in_epochs[group] = in_epochs.get(group, 0.0) + stats["impressions"]
-    counters = {group: n for (group, name), n in lean.counters.items() if name == "impressions"}
+    counters = {c.group: n for c, n in lean.counters.items() if c.name == "impressions"}
     assert in_epochs == {g: n for g, n in counters.items() if not g.endswith("|other")}
     assert lean.epochs == full.epochs and sum(in_epochs.values()) > taken
 

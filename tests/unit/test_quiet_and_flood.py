@@ -5,7 +5,8 @@
    after every impression, so a replay is deterministic; without the rule the sessions wait for ever.
 4. A flood of labels for sessions never shown is bounded: at most ``max_early_sessions`` sessions' early
    labels wait per partition, the oldest are evicted first and every evicted grade is counted
-   (``labels_dropped:evicted``); the valid stream's numbers are unchanged by the flood.
+   (``LABELS_EVICTED``: ``labels_dropped`` with the label ``evicted``); the valid stream's numbers are
+   unchanged by the flood.
 
 World: hand-made streams (``tests/unit/test_stream_core``'s helpers) of a few hundred sessions at a
 constant rate, 2 or 3 partitions by Kafka's partitioner; the flood is 300,000 annotations (as in the
@@ -22,6 +23,7 @@ import pytest
 
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import ConfigError, StreamConfig
+from monitor.core.stream.counters import labels_dropped
 from monitor.core.stream.join import quiet_horizon
 from monitor.store.memory import MemoryPipeline
 from tests.support.quiet_flood import CONFIG, Events, ghost, quiet_stream, run
@@ -118,15 +120,15 @@ def test_a_ghost_label_flood_keeps_memory_bounded_and_counts_every_dropped_grade
     assert waiting <= 2 * config.max_early_sessions
     ghosts_waiting = sum(1 for s in pipeline.state for sid in s.early if sid.startswith("ghost-"))
     assert pipeline.counter("early_sessions_evicted") == len(flood) - ghosts_waiting
-    assert pipeline.counter("labels_dropped:evicted") == 2 * (len(flood) - ghosts_waiting)
+    assert pipeline.counter("labels_dropped", label="evicted") == 2 * (len(flood) - ghosts_waiting)
     # 2,000 sessions' labels waiting, not 300,000 (the issue's replay grew by 109 MB)
     assert growth < 30, f"RSS grew {growth:.1f} MiB"
     assert pipeline.snapshot().totals() == alone.snapshot().totals(), "the valid sessions' numbers changed"
     for name in ("impressions", "sampled", "scored", "expired"):
-        assert sum(v for (g, n), v in pipeline.counters.items() if n == name) == \
-            sum(v for (g, n), v in alone.counters.items() if n == name)
+        assert sum(v for c, v in pipeline.counters.items() if c.name == name) == \
+            sum(v for c, v in alone.counters.items() if c.name == name)
     exported = pipeline.snapshot().counters
-    assert exported[("", "labels_dropped:evicted")] == 2 * (len(flood) - ghosts_waiting)
+    assert exported[labels_dropped("evicted")] == 2 * (len(flood) - ghosts_waiting)
 
 
 def test_eviction_takes_the_oldest_waiting_labels_first() -> None:
@@ -155,4 +157,4 @@ def test_a_random_interleaving_of_ghosts_changes_no_valid_number_below_the_cap()
         mixed.insert(rng.randrange(len(mixed) + 1), ghost(i))
     alone, flooded = run(events, end=True), run(mixed, end=True)
     assert flooded.snapshot().totals() == alone.snapshot().totals()
-    assert flooded.counter("labels_dropped:evicted") == 0
+    assert flooded.counter("labels_dropped", label="evicted") == 0

@@ -29,6 +29,7 @@ from monitor.core.canary import CanaryConfig, comparisons, detect_deploys
 from monitor.core.events import Deploy
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.counters import Counter, dead_letter
 from monitor.export.prometheus import RelevanceCollector
 from monitor.export.snapshot import Snapshot
 from monitor.export.verdict_gauges import CanaryCollector
@@ -85,11 +86,11 @@ def test_special_floats_and_an_empty_state_survive() -> None:
     assert empty.snapshot.watermark == -math.inf
     assert decode(encode(Rollup(empty, 1.0, 0.0, 2.0, "x")), CONFIG) == Rollup(empty, 1.0, 0.0, 2.0, "x")
     odd = RollupBody(Snapshot(CONFIG, 5.0, {("15m", "head|a|control"): {"dcg": math.inf, "rr": -0.0}},
-                          {("", "x"): 1e308}, {}, {}), Verdicts([], []), 1, 2)
+                          {Counter("x"): 1e308, dead_letter("a:b"): 2.0}, {}, {}), Verdicts([], []), 1, 2)
     back = decode(encode(Rollup(odd, 1.0, 0.0, 2.0, "x")), CONFIG).shared.snapshot
     assert back.windows[("15m", "head|a|control")]["dcg"] == math.inf
     assert math.copysign(1.0, back.windows[("15m", "head|a|control")]["rr"]) == -1.0
-    assert back.counters[("", "x")] == 1e308
+    assert back.counters[Counter("x")] == 1e308 and back.counters[dead_letter("a:b")] == 2.0
 
 
 @pytest.mark.parametrize("raw", [b"", b"\x00", msgspec.msgpack.encode([FORMAT + 1]), msgspec.msgpack.encode({"a": 1})])

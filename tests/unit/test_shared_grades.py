@@ -62,10 +62,10 @@ def test_shared_grades_give_the_brute_force_numbers_in_any_interleaving(seed: in
         pipeline = MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE, partitions=1 + order % 3)
         submit_all(pipeline, shuffled)
         assert_equals_brute_force(pipeline, expected)
-        requested.append(sum(v for (_, name), v in pipeline.counters.items() if name == "judgments_requested"))
+        requested.append(sum(v for c, v in pipeline.counters.items() if c.name == "judgments_requested"))
     alone = MemoryPipeline(dataclasses.replace(CONFIG, share_session_grades=False), FOUR_LEVEL_SCALE)
     submit_all(alone, events)
-    asked_alone = sum(v for (_, name), v in alone.counters.items() if name == "judgments_requested")
+    asked_alone = sum(v for c, v in alone.counters.items() if c.name == "judgments_requested")
     assert requested[0] < 0.6 * asked_alone  # in stream order, most of a query's documents were graded
 
 

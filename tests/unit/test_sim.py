@@ -721,7 +721,7 @@ def test_the_monitor_compares_the_deploy() -> None:
     rows = comparisons(pipeline.history(), list(pipeline.deploys), CanaryConfig())
     assert {(r.bucket, r.metric, r.kind, r.baseline, r.candidate) for r in rows} == {
         (b, m, "deploy", "ranker-a", "ranker-b") for b in BUCKETS for m in ("dcg", "pnr")}
-    assert pipeline.counter("dead_letter:invalid_value") == 0
+    assert pipeline.counter("dead_letter", label="invalid_value") == 0
 
 
 @pytest.mark.parametrize(("overrides", "message"), [

@@ -130,7 +130,7 @@ def test_epochs_count_each_groups_impressions_as_a_brute_force_count_does(seed: 
     assert counted == expected
     assert len(expected) > 5 and len({g for groups in expected.values() for g in groups}) == 12
     assert 0.2 < len(held) / sum(n for groups in expected.values() for n in groups.values()) < 0.8  # sampled
-    assert pipeline.counter("duplicate_impressions") > 0 and pipeline.counter("undeclared:variant") > 0
+    assert pipeline.counter("duplicate_impressions") > 0 and pipeline.counter("undeclared", label="variant") > 0
     assert pipeline.counter("sampled", "tail|r1|control") < pipeline.counter("impressions", "tail|r1|control")
     # the counters are unchanged: per declared group, the epochs' impressions sum to its impressions counter
     for group, stats in pipeline.history().totals().items():

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from monitor.core.events import Deploy
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.counters import Counter
 from monitor.core.stream.history import Seen, epoch_of, prune_epochs, prune_seen, see
 from monitor.core.stream.lean import Counted
 from monitor.core.stream.stats import Stats, is_removal
@@ -47,7 +48,7 @@ class Aggregates:
     sums; ``added`` and ``removed`` group → cumulative sums (a take-back is summed, positive, into
     ``removed``); ``epochs`` epoch → group → sums (and each group's ``impressions``); ``query_epochs``
     epoch → ``group|query key`` → n, x, xx; ``seen`` (arm, ranker) → first and last time; ``counters``
-    (group, name) → count; ``deploys`` in arrival order."""
+    :class:`~monitor.core.stream.counters.Counter` → count; ``deploys`` in arrival order."""
 
     slices: dict[SliceKey, Grouped] = field(default_factory=dict)
     added: Grouped = field(default_factory=dict)
@@ -55,7 +56,7 @@ class Aggregates:
     epochs: dict[int, Grouped] = field(default_factory=dict)
     query_epochs: dict[int, Grouped] = field(default_factory=dict)
     seen: Seen = field(default_factory=dict)
-    counters: dict[tuple[str, str], float] = field(default_factory=dict)
+    counters: dict[Counter, float] = field(default_factory=dict)
     deploys: list[Deploy] = field(default_factory=list)
 
     def add(self, t: Transition, config: StreamConfig) -> None:
@@ -76,8 +77,8 @@ class Aggregates:
             self._impression(epoch_of(ts, config.epoch), group)
         if t.seen is not None:
             see(self.seen, *t.seen)
-        for group, name, amount in t.counters:
-            self.count(group, name, amount)
+        for counter, amount in t.counters:
+            self.count(counter, amount)
         self.deploys.extend(t.deploys)
 
     def add_counted(self, counted: Counted) -> None:
@@ -85,7 +86,7 @@ class Aggregates:
         its transition: the same sightings, counter and epoch impressions."""
         see(self.seen, *counted.seen)
         self._impression(counted.epoch, counted.group)
-        self.count(counted.group, "impressions")
+        self.count(Counter("impressions", counted.group))
 
     def _impression(self, epoch: int, group: str) -> None:
         groups = self.epochs.get(epoch)
@@ -96,9 +97,8 @@ class Aggregates:
             stats = groups[group] = {}
         stats["impressions"] = stats.get("impressions", 0.0) + 1.0
 
-    def count(self, group: str, name: str, amount: float = 1.0) -> None:
-        key = (group, name)
-        self.counters[key] = self.counters.get(key, 0.0) + amount
+    def count(self, counter: Counter, amount: float = 1.0) -> None:
+        self.counters[counter] = self.counters.get(counter, 0.0) + amount
 
     def prune(self, watermark: float, config: StreamConfig) -> None:
         """Forget what no reader needs any more at ``watermark`` (event time): slices no window reads,

@@ -42,6 +42,8 @@ from monitor.core.grades import Scale, TrecScale
 from monitor.core.judged import JudgedList
 from monitor.core.stream.admission import ranker_regex, undeclared
 from monitor.core.stream.config import OTHER, StreamConfig
+from monitor.core.stream.counters import Counter
+from monitor.core.stream.counters import undeclared as undeclared_counter
 from monitor.core.stream.held_grades import Labels, merge_grades, shared_grades
 from monitor.core.stream.lean import counted_impression
 from monitor.core.stream.sampling import budget_period, sampled
@@ -81,7 +83,7 @@ def _score(record: SessionRecord, scale: Scale, now: float, out: Transition) -> 
     new = session_stats(_judged(record, scale), record.k)
     _take_back(record, out)
     if record.status != "scored":
-        out.counters.append((record.group, "scored", 1.0))
+        out.counters.append((Counter("scored", record.group), 1.0))
     record.scored_at = now if record.scored_at is None else record.scored_at
     new["join_lag"] = max(record.scored_at - record.ts, 0.0)
     record.status, record.contribution = "scored", new
@@ -93,7 +95,7 @@ def _expire(record: SessionRecord, out: Transition) -> None:
     new = expired_stats(record.coverage())
     _take_back(record, out)
     if record.status != "expired":
-        out.counters.append((record.group, "expired", 1.0))
+        out.counters.append((Counter("expired", record.group), 1.0))
     record.status, record.contribution = "expired", new
     out.deltas.append((record.ts, record.group, new))
 
@@ -101,7 +103,7 @@ def _expire(record: SessionRecord, out: Transition) -> None:
 def _take_back(record: SessionRecord, out: Transition) -> None:
     if record.contribution is not None:
         out.deltas.append((record.ts, record.group, negated(record.contribution)))
-        out.counters.append((record.group, "rescored", 1.0))
+        out.counters.append((Counter("rescored", record.group), 1.0))
         _query_delta(record, record.contribution, -1.0, out)
 
 
@@ -118,9 +120,10 @@ def _on_undeclared(event: Impression, reason: str, loaded: Loaded, config: Strea
                    out: Transition) -> None:
     """An impression of an undeclared variant or ranker (``undeclared = "other"``): counted in the
     impressions of its group with the undeclared part(s) as ``other`` (a bounded set of label values)
-    and in ``undeclared:<reason>``; nothing else. It is not sampled (no budget, no request, no session
-    state), does not count in the query-frequency sketch (so it moves no query between buckets, which
-    would change how real traffic is sampled) and is not seen by the canary history."""
+    and in ``undeclared`` with the label ``<reason>``; nothing else. It is not sampled (no budget, no
+    request, no session state), does not count in the query-frequency sketch (so it moves no query
+    between buckets, which would change how real traffic is sampled) and is not seen by the canary
+    history."""
     bucket = event.query_bucket or classify(estimate(frequency_cells(event.query, config), loaded.sketch)
                                             * partitions, config.head_min_frequency,
                                             config.torso_min_frequency)
@@ -129,8 +132,8 @@ def _on_undeclared(event: Impression, reason: str, loaded: Loaded, config: Strea
     variant = event.variant or "control"
     if config.variants and variant not in config.variants:
         variant = OTHER
-    out.counters.append((f"{bucket}|{ranker}|{variant}", "impressions", 1.0))
-    out.counters.append(("", f"undeclared:{reason}", 1.0))
+    out.counters.append((Counter("impressions", f"{bucket}|{ranker}|{variant}"), 1.0))
+    out.counters.append((undeclared_counter(reason), 1.0))
     if loaded.early_labels:  # its labels, if any came first, wait for nothing now
         out.drop_early_labels.append(event.session_id)
 
@@ -138,7 +141,7 @@ def _on_undeclared(event: Impression, reason: str, loaded: Loaded, config: Strea
 def _on_impression(event: Impression, loaded: Loaded, config: StreamConfig, scale: Scale,
                    partitions: int, out: Transition) -> None:
     if loaded.record is not None:
-        out.counters.append(("", "duplicate_impressions", 1.0))
+        out.counters.append((Counter("duplicate_impressions"), 1.0))
         return
     found = undeclared(event, config)
     if found is not None:
@@ -149,7 +152,7 @@ def _on_impression(event: Impression, loaded: Loaded, config: StreamConfig, scal
     out.sketch = [(counted.slice, name) for name in counted.fields]
     out.seen = counted.seen
     out.impression = (event.ts, group)
-    out.counters.append((group, "impressions", 1.0))
+    out.counters.append((Counter("impressions", group), 1.0))
     if not sampled(bucket, loaded, config, partitions):
         if loaded.early_labels:  # (only these: most impressions have none, and a drop is a write)
             out.drop_early_labels.append(event.session_id)
@@ -172,14 +175,14 @@ def _on_impression(event: Impression, loaded: Loaded, config: StreamConfig, scal
     if missing:
         wanted = set(missing)
         record.requested = sum(1 << i for i, doc in enumerate(record.docs) if doc in wanted)
-        out.counters.append((group, "judgments_requested", float(len(missing))))
+        out.counters.append((Counter("judgments_requested", group), float(len(missing))))
     if config.budget_unit == "judgments":
         if missing:  # its cost: the documents asked for
             out.budget = (bucket, budget_period(event.ts, config), float(len(missing)))
     elif not loaded.query_labels:
         out.budget = (bucket, budget_period(event.ts, config), 1.0)
-    out.counters.append((group, "sampled", 1.0))
-    out.counters.append((group, "judgments_top_k", float(len(record.docs))))  # what asking all would cost
+    out.counters.append((Counter("sampled", group), 1.0))
+    out.counters.append((Counter("judgments_top_k", group), float(len(record.docs))))  # what asking all costs
     if loaded.early_labels:
         out.drop_early_labels.append(event.session_id)
     # every sampled session follows its query's judgments, so a later query-level correction reaches it
@@ -198,11 +201,11 @@ def _on_shared_refresh(event: Annotation, loaded: Loaded, scale: Scale, config: 
                        out: Transition) -> None:
     record = loaded.record
     if record is None:  # gone from the join (or never sampled): nothing to refresh
-        out.counters.append(("", "shared_before_session", 1.0))
+        out.counters.append((Counter("shared_before_session"), 1.0))
         return
     shared = shared_grades(loaded.shared, record.session_id) if config.share_session_grades else {}
     if shared == record.shared:
-        out.counters.append((record.group, "unchanged_labels", float(len(event.labels))))
+        out.counters.append((Counter("unchanged_labels", record.group), float(len(event.labels))))
         return
     before = record.effective()
     touched = set(shared) | set(record.shared)
@@ -220,33 +223,33 @@ def _on_session_labels(event: Annotation, loaded: Loaded, scale: Scale, config: 
     record = loaded.record
     if record is None:
         if event.from_query:  # the impression, when it comes, reads the query's judgments itself
-            out.counters.append(("", "query_labels_before_session", float(len(labels))))
+            out.counters.append((Counter("query_labels_before_session"), float(len(labels))))
             return
         merged, stamps, won, stale = merge_grades(loaded.early_labels, loaded.early_stamps, labels, event.ts)
         if stale:
-            out.counters.append(("", "stale_labels", float(stale)))
+            out.counters.append((Counter("stale_labels"), float(stale)))
         out.early_labels[session_id] = merged
         out.early_stamps[session_id] = stamps
-        out.counters.append(("", "early_labels", float(len(won))))
+        out.counters.append((Counter("early_labels"), float(len(won))))
         return
     before = record.effective()
     stored = record.query_labels if event.from_query else record.labels
     held = record.query_label_ts if event.from_query else record.label_ts
     merged, stamps, won, stale = merge_grades(stored, held, labels, event.ts)
     if stale:
-        out.counters.append((record.group, "stale_labels", float(stale)))
+        out.counters.append((Counter("stale_labels", record.group), float(stale)))
     if not event.from_query and record.requested:
         asked = record.requested_docs()
         received = sum(1 for d in won if d in asked and d not in stored)
         if received:
-            out.counters.append((record.group, "judgments_received", float(received)))
+            out.counters.append((Counter("judgments_received", record.group), float(received)))
     if event.from_query:
         record.query_label_ts = stamps
     else:
         record.label_ts = stamps
     if merged == stored:
         if won:
-            out.counters.append((record.group, "unchanged_labels", float(len(won))))
+            out.counters.append((Counter("unchanged_labels", record.group), float(len(won))))
         if stamps != held:  # the same grade, a later ts: kept, so an older one re-sent still loses
             out.records.append(record)
         return
@@ -267,12 +270,12 @@ def _relabelled(record: SessionRecord, before: Labels, touched: set[str], scale:
     session_id = record.session_id
     after = record.effective()
     if after == before:  # a grade under one that wins (own over query's over shared): changes nothing now
-        out.counters.append((record.group, "unchanged_labels", float(len(touched))))
+        out.counters.append((Counter("unchanged_labels", record.group), float(len(touched))))
         out.records.append(record)
         return
     corrected = sum(1 for d in touched if d in before and after.get(d) != before[d])
     if corrected:
-        out.counters.append((record.group, "corrections", float(corrected)))
+        out.counters.append((Counter("corrections", record.group), float(corrected)))
     if record.status == "scored" or (record.status == "pending" and record.complete()):
         _score(record, scale, out.watermark, out)
         out.drop_deadlines.append(session_id)
@@ -315,10 +318,10 @@ def step(event: Event, loaded: Loaded, config: StreamConfig, scale: Scale, parti
             labels = {label.doc_id: label.grade.level for label in event.labels}
             out.query_labels = (query_key(event.query or ""), labels)
             out.query_ts = event.ts
-            out.counters.append(("", "query_labels", float(len(labels))))
+            out.counters.append((Counter("query_labels"), float(len(labels))))
     else:
         out.deploys.append(event)
-        out.counters.append(("", "deploys", 1.0))
+        out.counters.append((Counter("deploys"), 1.0))
     _close_due(loaded, config, scale, out)
     return out
 

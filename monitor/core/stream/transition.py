@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from msgspec import Struct, field
 
 from monitor.core.events import Deploy
+from monitor.core.stream.counters import Counter
 from monitor.core.stream.held_grades import Labels, SharedGrades, Stamps
 from monitor.core.stream.session import SessionRecord
 from monitor.core.stream.stats import Stats
@@ -62,7 +63,7 @@ class Transition(Struct):
     drop_deadlines: list[str] = field(default_factory=list)
     deltas: list[tuple[float, str, Stats]] = field(default_factory=list)  # (event ts, group, stats)
     query_deltas: list[tuple[float, str, Stats]] = field(default_factory=list)  # (ts, group|query, n x xx)
-    counters: list[tuple[str, str, float]] = field(default_factory=list)  # (group or "", name, delta)
+    counters: list[tuple[Counter, float]] = field(default_factory=list)   # (counter, delta)
     sketch: list[tuple[int, str]] = field(default_factory=list)           # (slice, cell field) += 1
     budget: tuple[str, int, float] | None = None                          # (bucket, period, amount) += amount
     query_labels: tuple[str, Labels] | None = None                        # (query key, labels) merged

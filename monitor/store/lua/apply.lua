@@ -55,9 +55,11 @@ for _, op in ipairs(ops) do
     end
   elseif name == 'early' then
     -- sessions whose labels wait for their impression (KEYS: the partition's zset of them, by arrival):
-    -- register the new ones, then evict the oldest beyond the cap, counting their sessions and grades
+    -- register the new ones, then evict the oldest beyond the cap, counting their grades and sessions in
+    -- the counters' fields op[7] and op[8] (monitor/core/stream/counters.py encodes them)
     local meta, prefix, counters, cap = op[3], op[4], op[5], tonumber(op[6])
-    for i = 7, #op do
+    local grades_field, sessions_field = op[7], op[8]
+    for i = 9, #op do
       if not redis.call('ZSCORE', key, op[i]) then
         redis.call('ZADD', key, redis.call('HINCRBY', meta, 'eseq', 1), op[i])
       end
@@ -76,8 +78,8 @@ for _, op in ipairs(ops) do
           redis.call('DEL', prefix .. popped[j])
         end
       end
-      redis.call('HINCRBYFLOAT', counters, '|labels_dropped:evicted', grades)
-      redis.call('HINCRBYFLOAT', counters, '|early_sessions_evicted', sessions)
+      redis.call('HINCRBYFLOAT', counters, grades_field, grades)
+      redis.call('HINCRBYFLOAT', counters, sessions_field, sessions)
     end
   elseif name == 'rpushv' then  -- one RPUSH of every value (in chunks)
     for first = 3, #op, CHUNK do
