@@ -59,7 +59,7 @@ TITLES = {"dcg": "DCG", "pnr": "PNR"}
 
 
 def total(epochs: Mapping[int, Stats]) -> Stats:
-    out: Stats = {}
+    out = Stats()
     for stats in epochs.values():
         add(out, stats)
     return out
@@ -279,6 +279,6 @@ def compare(baseline: Mapping[str, float], candidate: Mapping[str, float], metri
         if round(stats.get("sessions", 0.0)) < 0:
             raise ValueError(f"sessions: must be ≥ 0, got {stats.get('sessions')!r}")
     history = History(1.0, {0: {}})
-    found = judge({0: dict(baseline)}, {0: dict(candidate)}, [0], True, lambda index: 0, metric,
+    found = judge({0: Stats(baseline)}, {0: Stats(candidate)}, [0], True, lambda index: 0, metric,
                   replace(config, sticky=False), history, bucket=bucket)
     return replace(found, changes=0, changed_at=None)  # one look: no path to change along

@@ -33,7 +33,7 @@ from functools import cached_property
 from typing import Any
 
 from monitor.core.stream.session import split_group
-from monitor.core.stream.stats import Stats, add
+from monitor.core.stream.stats import Stats
 
 ARMS = ("plain", "canary")
 Seen = dict[tuple[str, str], tuple[float, float]]  # (arm, ranker) -> (first ts, last ts)
@@ -105,13 +105,13 @@ class History:
             if (first is not None and index < first) or (last is not None and index > last):
                 continue
             for group, stats in groups.items():
-                add(out.setdefault(group, {}), stats)
+                out.setdefault(group, Stats()).add(stats)
         return out
 
 
 def add_epoch(epochs: dict[int, dict[str, Stats]], ts: float, width: float, group: str,
               delta: Mapping[str, float]) -> None:
-    add(epochs.setdefault(epoch_of(ts, width), {}).setdefault(group, {}), delta)
+    epochs.setdefault(epoch_of(ts, width), {}).setdefault(group, Stats()).add(delta)
 
 
 def split_query(key: str) -> tuple[str, str]:
