@@ -51,7 +51,7 @@ from monitor.core.canary.metric_paths import dcg_paths, pnr_paths
 from monitor.core.canary.verdict import Verdict, VerdictName, reason
 from monitor.core.canary.verdict_paths import INCONCLUSIVE, PASS, REGRESSION, LogPath, VerdictPath
 from monitor.core.stream.history import History
-from monitor.core.stream.stats import Stats, add
+from monitor.core.stream.stats import Stats
 
 Epochs = dict[int, Stats]  # epoch index -> the stats of one arm's groups in it
 CODE_NAMES: dict[int, VerdictName] = {PASS: "pass", INCONCLUSIVE: "inconclusive", REGRESSION: "regression"}
@@ -61,7 +61,7 @@ TITLES = {"dcg": "DCG", "pnr": "PNR"}
 def total(epochs: Mapping[int, Stats]) -> Stats:
     out = Stats()
     for stats in epochs.values():
-        add(out, stats)
+        out.add(stats)
     return out
 
 

@@ -6,9 +6,9 @@ atomic commit (``monitor/store/batch.py``, ``apply.lua``) with each key's expiry
 :class:`Retention`; in process, :meth:`Aggregates.prune` forgets what no reader needs by event time.
 
 A step's :class:`~monitor.core.stream.transition.Delta` says whether it adds a contribution or takes one
-back (``take_back``, set by the join when a session is re-scored or expires after a scoring; never guessed
-from the numbers): a take-back is summed, positive, into ``removed`` and subtracted from the slices and
-epochs, which so hold the signed sum (added − taken back).
+back (``take_back``, set by the join when a session that contributed is scored or expired again; never
+guessed from the numbers): a take-back is summed, positive, into ``removed`` and subtracted from the
+slices and epochs, which so hold the signed sum (added − taken back).
 
 A new per-session statistic is a new field of :func:`~monitor.core.stream.stats.session_stats`: it flows
 through here, the stores and the Lua commit unchanged (sums of named fields), and only its exporter

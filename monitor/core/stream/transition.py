@@ -35,8 +35,8 @@ class AnnotationRequest:
 
 class Delta(Struct):
     """One session's change to its group's aggregates, at the event time ``ts`` of its impression:
-    ``stats`` added or, with ``take_back``, a contribution added before and now taken back (a re-score or
-    an expiry after a scoring). Folded by :meth:`monitor.core.stream.effects.Aggregates.add`."""
+    ``stats`` added or, with ``take_back``, a contribution added before and now taken back (the session is
+    scored or expired again). Folded by :meth:`monitor.core.stream.effects.Aggregates.add`."""
 
     ts: float
     group: str  # bucket|ranker|variant (or, in ``query_deltas``, group|query key)
