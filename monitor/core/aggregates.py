@@ -1,9 +1,11 @@
-"""Mergeable aggregates (river's shape: ``update``, ``+``/``merge``, ``get``).
+"""Mergeable aggregates (river's shape: ``update``, ``revert``, ``+``/``merge``, ``take_back``, ``get``).
 
 :class:`Mean` keeps the count, the sum and the sum of squares, so it merges exactly (sums are associative)
 and gives a normal-approximation confidence interval. :class:`PairAggregate` sums PNR pair counts; the
 aggregate PNR is the ratio of the summed counts (MISSION: never the mean of per-list ratios).
 
+A take-back is explicit: ``revert`` removes one value added before, ``take_back`` (or ``-``) a merged
+aggregate added before; both are exact in the counts and exact in the sums up to floating-point rounding.
 No data is not zero: ``get()`` of an empty aggregate is None.
 
 >>> a = Mean(); a.update(1.0); a.update(3.0); a.get()
@@ -53,13 +55,26 @@ class Mean:
         self.total += weight * x
         self.total_sq += weight * x * x
 
+    def revert(self, x: float) -> None:
+        """Take back x, added before (``update(x, weight=-1)``)."""
+        self.update(x, -1)
+
     def merge(self, other: Mean) -> None:
         self.n += other.n
         self.total += other.total
         self.total_sq += other.total_sq
 
+    def take_back(self, other: Mean) -> None:
+        """Take back ``other``, merged in before: the inverse of :meth:`merge`."""
+        self.n -= other.n
+        self.total -= other.total
+        self.total_sq -= other.total_sq
+
     def __add__(self, other: Mean) -> Mean:
         return Mean(self.n + other.n, self.total + other.total, self.total_sq + other.total_sq)
+
+    def __sub__(self, other: Mean) -> Mean:
+        return Mean(self.n - other.n, self.total - other.total, self.total_sq - other.total_sq)
 
     def get(self) -> float | None:
         return self.total / self.n if self.n > 0 else None
@@ -92,12 +107,25 @@ class PairAggregate:
         self.counts = self.counts + counts
         self.lists += 1
 
+    def revert(self, counts: PairCounts) -> None:
+        """Take back one list's counts, added before: the inverse of :meth:`update` (exact: integers)."""
+        self.counts = self.counts - counts
+        self.lists -= 1
+
     def merge(self, other: PairAggregate) -> None:
         self.counts = self.counts + other.counts
         self.lists += other.lists
 
+    def take_back(self, other: PairAggregate) -> None:
+        """Take back ``other``, merged in before: the inverse of :meth:`merge`."""
+        self.counts = self.counts - other.counts
+        self.lists -= other.lists
+
     def __add__(self, other: PairAggregate) -> PairAggregate:
         return PairAggregate(self.counts + other.counts, self.lists + other.lists)
+
+    def __sub__(self, other: PairAggregate) -> PairAggregate:
+        return PairAggregate(self.counts - other.counts, self.lists - other.lists)
 
     def get(self, ties: TieConvention = "positive") -> float | None:
         return self.counts.pnr(ties)

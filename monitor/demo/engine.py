@@ -82,7 +82,7 @@ class Engine:
                 self.firing.pop(note.key, None)
         windows: dict[str, dict[str, Stats]] = {}
         for (window, group), stats in sorted(snapshot.windows.items()):
-            windows.setdefault(window, {})[group] = dict(stats)
+            windows.setdefault(window, {})[group] = Stats(stats)
         self.recording.points.append(Point(snapshot.watermark, wall, windows,
                                            [row.to_json() for row in self.verdicts]))
         self.recording.deploys = [deploy_json(d) for d in deploys]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from monitor.core.events import BUCKETS
 from monitor.core.stream.session import split_group
-from monitor.core.stream.stats import Stats, add, summarise
+from monitor.core.stream.stats import Stats, summarise
 from monitor.demo.intervals import pnr_interval
 from monitor.demo.recording import Recording
 
@@ -77,7 +77,7 @@ def arm_series(recording: Recording, window: str) -> dict[tuple[str, str], ArmSe
         merged: dict[tuple[str, str], Stats] = {}
         for group, stats in point.windows.get(window, {}).items():
             bucket, _, variant = split_group(group)
-            add(merged.setdefault((bucket, variant), {}), stats)
+            merged.setdefault((bucket, variant), Stats()).add(stats)
         for key, series in arms.items():
             series.append(point.ts, merged.get(key))
     return dict(sorted(arms.items(), key=lambda item: arm_key(item[0])))

@@ -14,7 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from monitor.core.stream.counters import DEAD_LETTER, LABELS_DROPPED, UNDECLARED
-from monitor.core.stream.stats import FIELDS, Stats, add, summarise
+from monitor.core.stream.stats import FIELDS, Stats, summarise
 from monitor.export.label_values import group_labels
 from monitor.export.snapshot import Snapshot
 
@@ -123,7 +123,7 @@ class RelevanceCollector(Collector):
                  families: dict[str, Family]) -> None:
         windows: dict[tuple[str, tuple[str, str, str]], Stats] = {}
         for (window, group), stats in snap.windows.items():
-            add(windows.setdefault((window, exported[group]), {}), stats)
+            windows.setdefault((window, exported[group]), Stats()).add(stats)
         gauges = {key: families[name] for key, (name, _, _) in GAUGES.items()}
         for (window, (bucket, ranker, variant)), stats in sorted(windows.items()):
             s = summarise(stats)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.counters import Counter
-from monitor.core.stream.stats import Stats, add
+from monitor.core.stream.stats import Stats
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Snapshot:
         the canary verdicts compare)."""
         out: dict[str, Stats] = {}
         for group, stats in self.added.items():
-            add(out.setdefault(group, {}), stats)
+            out.setdefault(group, Stats()).add(stats)
         for group, stats in self.removed.items():
-            add(out.setdefault(group, {}), stats, -1.0)
+            out.setdefault(group, Stats()).take_back(stats)
         return out

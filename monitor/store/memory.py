@@ -48,7 +48,7 @@ from monitor.core.stream.held_grades import (
 from monitor.core.stream.history import History, merge_seen
 from monitor.core.stream.join import close_step, quiet_horizon, step
 from monitor.core.stream.partition import partition_for
-from monitor.core.stream.stats import Stats, add
+from monitor.core.stream.stats import Stats
 from monitor.core.stream.transition import AnnotationRequest, Loaded, Transition
 from monitor.core.stream.window_merge import rollup
 from monitor.export.snapshot import Snapshot
@@ -271,7 +271,7 @@ class MemoryPipeline:
         for part in self.aggregates:
             for into, groups in ((added, part.added), (removed, part.removed)):
                 for group, stats in groups.items():
-                    add(into.setdefault(group, {}), stats)
+                    into.setdefault(group, Stats()).add(stats)
         return Snapshot(self.config, self.watermark, self.windows(), self.counters, added, removed)
 
     def history(self) -> History:
@@ -282,7 +282,7 @@ class MemoryPipeline:
                 for index, groups in getattr(part, kind).items():
                     into = out.setdefault(index, {})
                     for group, stats in groups.items():
-                        add(into.setdefault(group, {}), stats)
+                        into.setdefault(group, Stats()).add(stats)
             return out
 
         seen = merge_seen([part.seen for part in self.aggregates])

@@ -21,7 +21,7 @@ from monitor.core.events import Deploy
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.counters import Counter, decode_field
 from monitor.core.stream.history import History, Seen, epoch_of, merge_seen
-from monitor.core.stream.stats import Stats, add
+from monitor.core.stream.stats import Stats
 from monitor.core.stream.window_merge import rollup, wanted_slices
 from monitor.export.snapshot import Snapshot
 from monitor.store.client import RedisClient, used_memory
@@ -113,7 +113,7 @@ class Reader:
             kind = kinds[position // len(indices) % len(kinds)]
             index = indices[position % len(indices)]
             for group, stats in grouped(raw).items():
-                add(read[kind].setdefault(index, {}).setdefault(group, {}), stats)
+                read[kind].setdefault(index, {}).setdefault(group, Stats()).add(stats)
         return History(width, read["ep"], seen, read["qep"])
 
     async def snapshot(self) -> Snapshot:
@@ -143,7 +143,7 @@ class Reader:
                 counters[counter] = counters.get(counter, 0.0) + float(value)
             for target, raw in ((added, rows[-2]), (removed, rows[-1])):
                 for group, stats in grouped(raw).items():
-                    into = target.setdefault(group, {})
+                    into = target.setdefault(group, Stats())
                     for name, value in stats.items():
                         into[name] = into.get(name, 0.0) + value
         windows = rollup(sliced, watermark, self.config)

@@ -26,6 +26,7 @@ from monitor.core.canary import CanaryConfig, Comparison
 from monitor.core.events import Deploy
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.counters import Counter
+from monitor.core.stream.stats import Stats
 from monitor.export.snapshot import Snapshot
 from monitor.store.writer import RedisState
 from monitor.worker.verdicts import Verdicts, current
@@ -121,8 +122,10 @@ def decode(raw: bytes, config: StreamConfig) -> Rollup:
         raise ValueError(f"not a rollup of format {FORMAT}: {error}") from None
     if wire.format != FORMAT:
         raise ValueError(f"a rollup of format {wire.format}, not {FORMAT}")
-    snapshot = Snapshot(config, wire.watermark, {(w, g): stats for w, g, stats in wire.windows},
-                        dict(wire.counters), wire.added, wire.removed)
+    snapshot = Snapshot(config, wire.watermark, {(w, g): Stats(stats) for w, g, stats in wire.windows},
+                        dict(wire.counters),
+                        {g: Stats(stats) for g, stats in wire.added.items()},
+                        {g: Stats(stats) for g, stats in wire.removed.items()})
     shared = RollupBody(snapshot, Verdicts(wire.comparisons, wire.deploys), wire.waiting, wire.redis_memory)
     return Rollup(shared, wire.at, wire.took, wire.fresh, wire.by)
 

@@ -3,7 +3,8 @@
 Both metrics are tested on the log scale, where a relative change is a difference (log ratio
 θ = log m_candidate − log m_baseline, relative change e^θ − 1) and the normal approximation is better.
 
-DCG (mean of per-session DCG@k x₁..xₙ; fields ``sessions``, ``dcg``, ``dcg_sq``):
+DCG (mean of per-session DCG@k x₁..xₙ; fields ``sessions``, ``dcg``, ``dcg_sq``, read as a
+:class:`~monitor.core.aggregates.Mean`):
 
     m = Σx / n,   s² = (Σx² − n m²) / (n − 1),   Var(log m) ≈ s² / (n m²)
 
@@ -30,6 +31,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from monitor.core.aggregates import Mean
+
 METRICS = ("dcg", "pnr")
 
 
@@ -52,12 +55,13 @@ def _sessions(stats: Mapping[str, float]) -> int:
 
 
 def _log_mean(stats: Mapping[str, float], n: int) -> LogStatistic:
-    mean = stats.get("dcg", 0.0) / n
-    if mean <= 0.0:
+    dcg = Mean(n, stats.get("dcg", 0.0), stats.get("dcg_sq", 0.0))
+    mean = dcg.get()
+    if mean is None or mean <= 0.0:
         return LogStatistic(n, None, None, "mean DCG is 0, so a relative change is undefined")
-    if n < 2 or "dcg_sq" not in stats:
+    spread = dcg.variance() if "dcg_sq" in stats else None
+    if spread is None:
         return LogStatistic(n, math.log(mean), None, "no variance (fewer than 2 sessions or no dcg_sq)")
-    spread = max(stats["dcg_sq"] - n * mean * mean, 0.0) / (n - 1)
     return LogStatistic(n, math.log(mean), spread / (n * mean * mean))
 
 

@@ -51,7 +51,7 @@ from monitor.core.canary.metric_paths import dcg_paths, pnr_paths
 from monitor.core.canary.verdict import Verdict, VerdictName, reason
 from monitor.core.canary.verdict_paths import INCONCLUSIVE, PASS, REGRESSION, LogPath, VerdictPath
 from monitor.core.stream.history import History
-from monitor.core.stream.stats import Stats, add
+from monitor.core.stream.stats import Stats
 
 Epochs = dict[int, Stats]  # epoch index -> the stats of one arm's groups in it
 CODE_NAMES: dict[int, VerdictName] = {PASS: "pass", INCONCLUSIVE: "inconclusive", REGRESSION: "regression"}
@@ -59,9 +59,9 @@ TITLES = {"dcg": "DCG", "pnr": "PNR"}
 
 
 def total(epochs: Mapping[int, Stats]) -> Stats:
-    out: Stats = {}
+    out = Stats()
     for stats in epochs.values():
-        add(out, stats)
+        out.add(stats)
     return out
 
 
@@ -279,6 +279,6 @@ def compare(baseline: Mapping[str, float], candidate: Mapping[str, float], metri
         if round(stats.get("sessions", 0.0)) < 0:
             raise ValueError(f"sessions: must be ≥ 0, got {stats.get('sessions')!r}")
     history = History(1.0, {0: {}})
-    found = judge({0: dict(baseline)}, {0: dict(candidate)}, [0], True, lambda index: 0, metric,
+    found = judge({0: Stats(baseline)}, {0: Stats(candidate)}, [0], True, lambda index: 0, metric,
                   replace(config, sticky=False), history, bucket=bucket)
     return replace(found, changes=0, changed_at=None)  # one look: no path to change along

@@ -50,7 +50,7 @@ from monitor.core.canary.verdict import Verdict
 from monitor.core.events import BUCKETS, Deploy
 from monitor.core.stream.history import History
 from monitor.core.stream.session import split_group
-from monitor.core.stream.stats import add
+from monitor.core.stream.stats import Stats
 
 KINDS = ("canary", "deploy")
 PLAIN_VARIANTS = ("", "control")
@@ -122,7 +122,7 @@ def _epochs(history: History, bucket: str, wanted: Callable[[str, str], bool], f
         for group, stats in groups.items():
             group_bucket, ranker, variant = split_group(group)
             if group_bucket == bucket and wanted(ranker, variant):
-                add(out.setdefault(index, {}), stats)
+                out.setdefault(index, Stats()).add(stats)
     return out
 
 
@@ -186,8 +186,8 @@ def _sample_ratio(events: Sequence[tuple[Order, Deploy]], ranker: str, start: tu
             continue
         x, y = np.zeros(len(looks)), np.zeros(len(looks))
         for i in counted:
-            x[i] = canary.get(looks[i], {}).get("impressions", 0.0)
-            y[i] = control.get(looks[i], {}).get("impressions", 0.0)
+            x[i] = canary.get(looks[i], Stats()).get("impressions", 0.0)
+            y[i] = control.get(looks[i], Stats()).get("impressions", 0.0)
         assert d.share is not None
         segments.append(Segment(d.share, x, y))
     return sample_ratio(segments, len(looks), config.check_alpha, config.mixture_sd)
@@ -226,7 +226,7 @@ def _canaries(bucket: str, history: History, events: Sequence[tuple[Order, Deplo
             for group, stats in groups.items():
                 group_bucket, other, variant = split_group(group)
                 if group_bucket == bucket and variant == "control":
-                    add(controls.setdefault(other, {}).setdefault(index, {}), stats)
+                    controls.setdefault(other, {}).setdefault(index, Stats()).add(stats)
         sessions = {r: total(e).get("sessions", 0.0) for r, e in controls.items()}
         controls = {r: e for r, e in controls.items() if sessions[r] > 0}
         if not controls:

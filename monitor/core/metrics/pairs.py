@@ -65,6 +65,15 @@ class PairCounts:
             self.score_tied + other.score_tied,
         )
 
+    def __sub__(self, other: PairCounts) -> PairCounts:
+        """Take back ``other``'s counts, added before (the inverse of ``+``)."""
+        return PairCounts(
+            self.concordant - other.concordant,
+            self.discordant - other.discordant,
+            self.grade_tied - other.grade_tied,
+            self.score_tied - other.score_tied,
+        )
+
     @property
     def pairs(self) -> int:
         return self.concordant + self.discordant + self.grade_tied + self.score_tied

@@ -5,21 +5,28 @@ one keeps one per partition (``monitor/store/memory.py``), the Redis one encodes
 atomic commit (``monitor/store/batch.py``, ``apply.lua``) with each key's expiry from
 :class:`Retention`; in process, :meth:`Aggregates.prune` forgets what no reader needs by event time.
 
+A step's :class:`~monitor.core.stream.transition.Delta` says whether it adds a contribution or takes one
+back (``take_back``, set by the join when a session that contributed is scored or expired again; never
+guessed from the numbers): a take-back is summed, positive, into ``removed`` and subtracted from the
+slices and epochs, which so hold the signed sum (added − taken back).
+
 A new per-session statistic is a new field of :func:`~monitor.core.stream.stats.session_stats`: it flows
 through here, the stores and the Lua commit unchanged (sums of named fields), and only its exporter
 needs to know it.
 
->>> from monitor.core.stream.transition import Transition
->>> a = Aggregates()
->>> a.add(Transition(0.0, deltas=[(10.0, "tail|r|control", {"sessions": 1.0, "dcg": 2.0})]), StreamConfig())
->>> a.added["tail|r|control"], a.epochs[0]["tail|r|control"]["dcg"]
-({'sessions': 1.0, 'dcg': 2.0}, 2.0)
+>>> from monitor.core.stream.stats import Stats
+>>> from monitor.core.stream.transition import Delta, Transition
+>>> a, contribution = Aggregates(), Stats({"sessions": 1.0, "dcg": 2.0})
+>>> a.add(Transition(0.0, deltas=[Delta(10.0, "tail|r|control", contribution)]), StreamConfig())
+>>> a.add(Transition(0.0, deltas=[Delta(10.0, "tail|r|control", contribution, take_back=True)]),
+...       StreamConfig())
+>>> a.added["tail|r|control"], a.removed["tail|r|control"], a.epochs[0]["tail|r|control"]["dcg"]
+({'sessions': 1.0, 'dcg': 2.0}, {'sessions': 1.0, 'dcg': 2.0}, 0.0)
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from monitor.core.events import Deploy
@@ -27,28 +34,36 @@ from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.counters import Counter
 from monitor.core.stream.history import Seen, epoch_of, prune_epochs, prune_seen, see
 from monitor.core.stream.lean import Counted
-from monitor.core.stream.stats import Stats, is_removal
-from monitor.core.stream.transition import Transition
+from monitor.core.stream.stats import Stats
+from monitor.core.stream.transition import Delta, Transition
 from monitor.core.stream.window_merge import SliceKey, slice_keys, wanted_slices
 
 Grouped = dict[str, Stats]  # group (or group|query key) -> its field sums
 
 
-def _add(into: Grouped, group: str, delta: Mapping[str, float], sign: float = 1.0) -> None:
+def _held(into: Grouped, group: str) -> Stats:
     stats = into.get(group)
     if stats is None:
-        stats = into[group] = {}
-    for name, value in delta.items():
-        stats[name] = stats.get(name, 0.0) + sign * value
+        stats = into[group] = Stats()
+    return stats
+
+
+def _fold(into: Grouped, delta: Delta) -> None:
+    """The signed sum: ``delta``'s stats added, or subtracted if it takes them back."""
+    if delta.take_back:
+        _held(into, delta.group).take_back(delta.stats)
+    else:
+        _held(into, delta.group).add(delta.stats)
 
 
 @dataclass
 class Aggregates:
     """The shared aggregates' increments (module docstring): ``slices`` (window, slice index) → group →
-    sums; ``added`` and ``removed`` group → cumulative sums (a take-back is summed, positive, into
-    ``removed``); ``epochs`` epoch → group → sums (and each group's ``impressions``); ``query_epochs``
-    epoch → ``group|query key`` → n, x, xx; ``seen`` (arm, ranker) → first and last time; ``counters``
-    :class:`~monitor.core.stream.counters.Counter` → count; ``deploys`` in arrival order."""
+    sums; ``added`` and ``removed`` group → cumulative sums (a take-back, ``Delta.take_back``, is summed,
+    positive, into ``removed``); ``epochs`` epoch → group → sums (and each group's ``impressions``);
+    ``query_epochs`` epoch → ``group|query key`` → n, x, xx; ``seen`` (arm, ranker) → first and last
+    time; ``counters`` :class:`~monitor.core.stream.counters.Counter` → count; ``deploys`` in arrival
+    order."""
 
     slices: dict[SliceKey, Grouped] = field(default_factory=dict)
     added: Grouped = field(default_factory=dict)
@@ -61,17 +76,14 @@ class Aggregates:
 
     def add(self, t: Transition, config: StreamConfig) -> None:
         """Fold in what the step ``t`` adds."""
-        for ts, group, delta in t.deltas:
-            for where in slice_keys(ts, config):
-                _add(self.slices.setdefault(where, {}), group, delta)
-            if is_removal(delta):
-                _add(self.removed, group, delta, -1.0)
-            else:
-                _add(self.added, group, delta)
-            _add(self.epochs.setdefault(epoch_of(ts, config.epoch), {}), group, delta)
+        for delta in t.deltas:
+            for where in slice_keys(delta.ts, config):
+                _fold(self.slices.setdefault(where, {}), delta)
+            _held(self.removed if delta.take_back else self.added, delta.group).add(delta.stats)
+            _fold(self.epochs.setdefault(epoch_of(delta.ts, config.epoch), {}), delta)
         if config.query_history:
-            for ts, key, delta in t.query_deltas:
-                _add(self.query_epochs.setdefault(epoch_of(ts, config.epoch), {}), key, delta)
+            for delta in t.query_deltas:
+                _fold(self.query_epochs.setdefault(epoch_of(delta.ts, config.epoch), {}), delta)
         if t.impression is not None:
             ts, group = t.impression
             self._impression(epoch_of(ts, config.epoch), group)
@@ -94,7 +106,7 @@ class Aggregates:
             groups = self.epochs[epoch] = {}
         stats = groups.get(group)
         if stats is None:
-            stats = groups[group] = {}
+            stats = groups[group] = Stats()
         stats["impressions"] = stats.get("impressions", 0.0) + 1.0
 
     def count(self, counter: Counter, amount: float = 1.0) -> None:

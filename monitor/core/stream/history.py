@@ -1,12 +1,12 @@
 """What the canary comparisons read: net session statistics and impressions per event-time epoch, and
 when each ranker was first and last seen.
 
-Every session delta the join emits (``Transition.deltas``: event time, group, stats) is also added to the
-epoch that holds its session's time: epoch ``e = floor(ts / width)`` covers ``[e·width, (e+1)·width)``
-(``StreamConfig.epoch``, 15 minutes by default). So the statistics of the sessions of a period (since a
-canary started, the day before a deploy) are a sum of epochs, exact to one epoch at each end, and they
-are kept for ``StreamConfig.history`` (7 days), not forever. Sums are order-free, so every partition,
-worker and replay gets the same epochs.
+Every session delta the join emits (``Transition.deltas``: a ``Delta`` of event time, group and stats, added
+or, marked ``take_back``, subtracted) is also summed, signed, into the epoch that holds its session's time:
+epoch ``e = floor(ts / width)`` covers ``[e·width, (e+1)·width)`` (``StreamConfig.epoch``, 15 minutes by
+default). So the statistics of the sessions of a period (since a canary started, the day before a deploy)
+are a sum of epochs, exact to one epoch at each end, and they are kept for ``StreamConfig.history`` (7
+days), not forever. Sums are order-free, so every partition, worker and replay gets the same epochs.
 
 Every impression the stream counts (declared, not a duplicate; sampled or not: ``Transition.impression``)
 also adds 1 to the field ``impressions`` of its group in the epoch of its own time: the canary's
@@ -33,7 +33,7 @@ from functools import cached_property
 from typing import Any
 
 from monitor.core.stream.session import split_group
-from monitor.core.stream.stats import Stats, add
+from monitor.core.stream.stats import Stats
 
 ARMS = ("plain", "canary")
 Seen = dict[tuple[str, str], tuple[float, float]]  # (arm, ranker) -> (first ts, last ts)
@@ -105,13 +105,13 @@ class History:
             if (first is not None and index < first) or (last is not None and index > last):
                 continue
             for group, stats in groups.items():
-                add(out.setdefault(group, {}), stats)
+                out.setdefault(group, Stats()).add(stats)
         return out
 
 
 def add_epoch(epochs: dict[int, dict[str, Stats]], ts: float, width: float, group: str,
               delta: Mapping[str, float]) -> None:
-    add(epochs.setdefault(epoch_of(ts, width), {}).setdefault(group, {}), delta)
+    epochs.setdefault(epoch_of(ts, width), {}).setdefault(group, Stats()).add(delta)
 
 
 def split_query(key: str) -> tuple[str, str]:

@@ -36,6 +36,7 @@ Per event:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from monitor.core.events import Annotation, Event, Impression
 from monitor.core.grades import Scale, TrecScale
@@ -49,8 +50,8 @@ from monitor.core.stream.lean import counted_impression
 from monitor.core.stream.sampling import budget_period, sampled
 from monitor.core.stream.session import SessionRecord, query_key
 from monitor.core.stream.sketch import Cell, classify, estimate, sketch_cells
-from monitor.core.stream.stats import Stats, expired_stats, negated, session_stats
-from monitor.core.stream.transition import AnnotationRequest, Loaded, Transition
+from monitor.core.stream.stats import Stats, expired_stats, session_stats
+from monitor.core.stream.transition import AnnotationRequest, Delta, Loaded, Transition
 from monitor.core.stream.windows import window_slices
 
 
@@ -87,8 +88,8 @@ def _score(record: SessionRecord, scale: Scale, now: float, out: Transition) -> 
     record.scored_at = now if record.scored_at is None else record.scored_at
     new["join_lag"] = max(record.scored_at - record.ts, 0.0)
     record.status, record.contribution = "scored", new
-    out.deltas.append((record.ts, record.group, new))
-    _query_delta(record, new, 1.0, out)
+    out.deltas.append(Delta(record.ts, record.group, new))
+    _query_delta(record, new, False, out)
 
 
 def _expire(record: SessionRecord, out: Transition) -> None:
@@ -97,23 +98,25 @@ def _expire(record: SessionRecord, out: Transition) -> None:
     if record.status != "expired":
         out.counters.append((Counter("expired", record.group), 1.0))
     record.status, record.contribution = "expired", new
-    out.deltas.append((record.ts, record.group, new))
+    out.deltas.append(Delta(record.ts, record.group, new))
 
 
 def _take_back(record: SessionRecord, out: Transition) -> None:
+    """Take back the session's previous contribution, explicitly (``Delta.take_back``)."""
     if record.contribution is not None:
-        out.deltas.append((record.ts, record.group, negated(record.contribution)))
+        old = Stats(record.contribution)
+        out.deltas.append(Delta(record.ts, record.group, old, take_back=True))
         out.counters.append((Counter("rescored", record.group), 1.0))
-        _query_delta(record, record.contribution, -1.0, out)
+        _query_delta(record, old, True, out)
 
 
-def _query_delta(record: SessionRecord, contribution: Stats, sign: float, out: Transition) -> None:
+def _query_delta(record: SessionRecord, contribution: Mapping[str, float], take_back: bool,
+                 out: Transition) -> None:
     """A scored session's DCG in its query's history (``History.queries``: the canary's adjustment for
-    query difficulty); an expired session has none."""
+    query difficulty), added or taken back; an expired session has none."""
     if contribution.get("sessions", 0.0) > 0:
-        out.query_deltas.append((record.ts, f"{record.group}|{record.query_key}",
-                                 {"n": sign, "x": sign * contribution["dcg"],
-                                  "xx": sign * contribution["dcg_sq"]}))
+        dcg = Stats({"n": 1.0, "x": contribution["dcg"], "xx": contribution["dcg_sq"]})
+        out.query_deltas.append(Delta(record.ts, f"{record.group}|{record.query_key}", dcg, take_back))
 
 
 def _on_undeclared(event: Impression, reason: str, loaded: Loaded, config: StreamConfig, partitions: int,

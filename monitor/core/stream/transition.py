@@ -1,6 +1,6 @@
 """What one step of the join reads (:class:`Loaded`) and writes (:class:`Transition`, with the
-:class:`AnnotationRequest` s it publishes): the contract between :func:`monitor.core.stream.join.step` and
-the stores that load and commit it."""
+:class:`Delta` s it adds to the aggregates and the :class:`AnnotationRequest` s it publishes): the
+contract between :func:`monitor.core.stream.join.step` and the stores that load and commit it."""
 
 from __future__ import annotations
 
@@ -34,6 +34,17 @@ class AnnotationRequest:
     ts: float
 
 
+class Delta(Struct):
+    """One session's change to its group's aggregates, at the event time ``ts`` of its impression:
+    ``stats`` added or, with ``take_back``, a contribution added before and now taken back (the session is
+    scored or expired again). Folded by :meth:`monitor.core.stream.effects.Aggregates.add`."""
+
+    ts: float
+    group: str  # bucket|ranker|variant (or, in ``query_deltas``, group|query key)
+    stats: Stats
+    take_back: bool = False
+
+
 class Loaded(Struct):
     """The state one step reads; ``due`` are pending sessions with deadline ≤ the new watermark. (It and
     :class:`Transition` are msgspec structs: one of each per message, made at a fraction of a dataclass's
@@ -61,8 +72,8 @@ class Transition(Struct):
     drop_early_labels: list[str] = field(default_factory=list)
     deadlines: dict[str, float] = field(default_factory=dict)
     drop_deadlines: list[str] = field(default_factory=list)
-    deltas: list[tuple[float, str, Stats]] = field(default_factory=list)  # (event ts, group, stats)
-    query_deltas: list[tuple[float, str, Stats]] = field(default_factory=list)  # (ts, group|query, n x xx)
+    deltas: list[Delta] = field(default_factory=list)        # sessions' contributions added or taken back
+    query_deltas: list[Delta] = field(default_factory=list)  # group|query key: n, x, xx of a scored DCG
     counters: list[tuple[Counter, float]] = field(default_factory=list)   # (counter, delta)
     sketch: list[tuple[int, str]] = field(default_factory=list)           # (slice, cell field) += 1
     budget: tuple[str, int, float] | None = None                          # (bucket, period, amount) += amount

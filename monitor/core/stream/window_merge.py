@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Mapping
 
 from monitor.core.stream.config import StreamConfig
-from monitor.core.stream.stats import Stats, add
+from monitor.core.stream.stats import Stats
 from monitor.core.stream.windows import slice_index, window_slices
 
 SliceKey = tuple[str, int]
@@ -37,5 +37,5 @@ def rollup(partitions: Iterable[Sliced], watermark: float,
     for sliced in partitions:
         for key in wanted:
             for group, stats in sliced.get(key, {}).items():
-                add(out.setdefault((key[0], group), {}), stats)
+                out.setdefault((key[0], group), Stats()).add(stats)
     return out
