@@ -29,6 +29,8 @@ GAUGES: dict[str, tuple[str, str, list[str]]] = {
     "pnr": ("pnr", "PNR: (concordant + grade-tied) / discordant pairs, summed over sessions", WINDOW_LABELS),
     "pnr_strict": ("pnr_strict", "PNR leaving out grade-tied pairs: concordant / discordant", WINDOW_LABELS),
     "rr": ("reciprocal_rank", "Mean reciprocal rank of the first relevant document", WINDOW_LABELS),
+    "judged": ("judged_top_k", "Mean number of judged documents in the top k per scored session",
+               WINDOW_LABELS),
     "sessions": ("sessions_scored", "Sessions scored in the window", SHORT_LABELS),
     "expired": ("sessions_expired", "Sessions expired in the window", SHORT_LABELS),
     "join_lag": ("join_lag_seconds", "Mean event time from impression to first scoring, seconds",
@@ -129,7 +131,8 @@ class RelevanceCollector(Collector):
             s = summarise(stats)
             k = str(snap.config.k.get(bucket, ""))
             labels = [bucket, k, ranker, variant, window]
-            values = {"dcg": s.dcg, "ndcg": s.ndcg, "pnr": s.pnr, "pnr_strict": s.pnr_skip_ties, "rr": s.rr}
+            values = {"dcg": s.dcg, "ndcg": s.ndcg, "pnr": s.pnr, "pnr_strict": s.pnr_skip_ties, "rr": s.rr,
+                      "judged": stats.mean("judged").get() if "judged" in stats else None}
             for name, shown in values.items():
                 if shown is not None:
                     gauges[name].add_metric(labels, shown)

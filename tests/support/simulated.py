@@ -53,7 +53,8 @@ def recompute(result, config: StreamConfig = CONFIG) -> dict[str, dict[str, floa
         k = config.k[s.bucket]
         top = list(s.doc_ids[:k])
         group = out.setdefault(f"{s.bucket}|{s.ranker}|{s.variant}",
-                               {"sessions": 0, "dcg": 0.0, "ndcg": 0.0, "pos": 0, "neg": 0, "expired": 0})
+                               {"sessions": 0, "dcg": 0.0, "ndcg": 0.0, "pos": 0, "neg": 0, "expired": 0,
+                                "judged": 0})
         if sum(d in labels for d in top) / len(top) < config.min_coverage:
             group["expired"] += 1
             continue
@@ -65,4 +66,5 @@ def recompute(result, config: StreamConfig = CONFIG) -> dict[str, dict[str, floa
         group["ndcg"] += ndcg(shown, [GAINS[g] for g in labels.values()], k)
         group["pos"] += counts.positive("seed")
         group["neg"] += counts.discordant
+        group["judged"] += len(judged)
     return out

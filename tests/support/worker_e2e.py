@@ -186,6 +186,8 @@ def assert_offline(got: dict[Any, float], run: Run) -> int:
             scored += int(want["sessions"])
             assert got[("search_relevance_dcg", full)] == pytest.approx(want["dcg"] / want["sessions"], abs=1e-9)
             assert got[("search_relevance_ndcg", full)] == pytest.approx(want["ndcg"] / want["sessions"], abs=1e-9)
+            assert got[("search_relevance_judged_top_k", full)] == pytest.approx(
+                want["judged"] / want["sessions"], abs=1e-9)
             pnr = want["pos"] / want["neg"] if want["neg"] else math.inf
             assert got[("search_relevance_pnr", full)] == pytest.approx(pnr, rel=1e-12)
     assert scored > run.result.config.n_sessions // 2

@@ -45,4 +45,5 @@ def test_simulated_stream_equals_offline_recomputation(partitions: int) -> None:
         assert got.dcg == pytest.approx(want["dcg"] / want["sessions"], abs=1e-9)
         assert got.ndcg == pytest.approx(want["ndcg"] / want["sessions"], abs=1e-9)
         assert (got.pairs.positive("seed"), got.pairs.discordant) == (want["pos"], want["neg"])
+        assert windows[("all", group)]["judged"] == want["judged"]
     assert sum(w["expired"] for w in expected.values()) > 0  # some sessions were never labelled

@@ -7,10 +7,10 @@ addition, :meth:`~Stats.take_back` (or ``-``) field-wise subtraction of a contri
 typed views of what it sums, :meth:`~Stats.mean` (a :class:`~monitor.core.aggregates.Mean`) and
 :meth:`~Stats.pairs` (a :class:`~monitor.core.aggregates.PairAggregate`). A scored session contributes
 
-    sessions = 1, dcg, dcg_sq, ndcg, ndcg_sq, rr, coverage, concordant, discordant, grade_tied, score_tied,
-    pnr_pos_sq, pnr_neg_sq, pnr_pos_neg, pnr_con_sq, pnr_con_neg
+    sessions = 1, dcg, dcg_sq, ndcg, ndcg_sq, rr, coverage, judged, concordant, discordant, grade_tied,
+    score_tied, pnr_pos_sq, pnr_neg_sq, pnr_pos_neg, pnr_con_sq, pnr_con_neg
 
-(DCG@k, nDCG@k and RR@k are the offline evaluator's measures, ``compute(Measure("DCG", k), list)``; second
+(judged: how many of its top k documents have a grade; DCG@k, nDCG@k and RR@k are the offline evaluator's measures, ``compute(Measure("DCG", k), list)``; second
 moments of the session's positive pairs P = concordant + grade_tied, the ties-positive convention,
 of its negative pairs N = discordant and of its concordant pairs C: Σ P², Σ N², Σ P·N, Σ C², Σ C·N, so that a
 test on the ratio ΣP / ΣN, or on ΣC / ΣN, the canary verdict's PNR, can use the delta method), and join_lag:
@@ -94,7 +94,7 @@ class Stats(dict[str, float]):
         return PairAggregate(counts, self.count("sessions"))
 
 
-SCORED_FIELDS = ("sessions", "dcg", "dcg_sq", "ndcg", "ndcg_sq", "rr", "coverage",
+SCORED_FIELDS = ("sessions", "dcg", "dcg_sq", "ndcg", "ndcg_sq", "rr", "coverage", "judged",
                  "concordant", "discordant", "grade_tied", "score_tied",
                  "pnr_pos_sq", "pnr_neg_sq", "pnr_pos_neg", "pnr_con_sq", "pnr_con_neg", "join_lag")
 EXPIRED_FIELDS = ("expired", "expired_coverage")
@@ -126,7 +126,8 @@ def session_stats(judged: JudgedList, k: int) -> Stats:
     return Stats({
         "sessions": 1.0, "dcg": value, "dcg_sq": value * value, "ndcg": normalised,
         "ndcg_sq": normalised * normalised, "rr": _value(rr_k, judged),
-        "coverage": top.coverage() or 0.0, "concordant": float(pairs.concordant),
+        "coverage": top.coverage() or 0.0, "judged": float(top.judged.sum()),
+        "concordant": float(pairs.concordant),
         "discordant": float(pairs.discordant), "grade_tied": float(pairs.grade_tied),
         "score_tied": float(pairs.score_tied), "pnr_pos_sq": positive * positive,
         "pnr_neg_sq": negative * negative, "pnr_pos_neg": positive * negative,
