@@ -18,11 +18,11 @@ from collections.abc import Mapping
 from monitor.core.events import Deploy
 from monitor.core.grades import FOUR_LEVEL_SCALE, Scale
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.snapshot import Snapshot
 from monitor.core.stream.stats import Stats
 from monitor.demo.recording import Point, Recording
 from monitor.demo.settings import SAMPLE_EVERY
 from monitor.demo.verdict_rows import AlertNote, Judge, VerdictRow
-from monitor.export.snapshot import Snapshot
 from monitor.store.memory import MemoryPipeline
 
 

@@ -14,9 +14,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from monitor.core.stream.counters import DEAD_LETTER, LABELS_DROPPED, UNDECLARED
+from monitor.core.stream.snapshot import Snapshot
 from monitor.core.stream.stats import FIELDS, Stats, summarise
 from monitor.export.label_values import group_labels
-from monitor.export.snapshot import Snapshot
 
 WINDOW_LABELS = ["bucket", "k", "ranker", "variant", "window"]
 GROUP_LABELS = ["bucket", "ranker", "variant"]

@@ -48,10 +48,10 @@ from monitor.core.stream.held_grades import (
 from monitor.core.stream.history import History, merge_seen
 from monitor.core.stream.join import close_step, quiet_horizon, step
 from monitor.core.stream.partition import partition_for
+from monitor.core.stream.snapshot import Snapshot
 from monitor.core.stream.stats import Stats
 from monitor.core.stream.transition import AnnotationRequest, Loaded, Transition
 from monitor.core.stream.window_merge import rollup
-from monitor.export.snapshot import Snapshot
 from monitor.store.partition_state import PartitionState
 
 TOPICS = ("impressions", "annotations", "deploys")
@@ -265,7 +265,7 @@ class MemoryPipeline:
         return rollup([part.slices for part in self.aggregates], at, self.config)
 
     def snapshot(self) -> Snapshot:
-        """The state an exporter reads (see :class:`monitor.export.snapshot.Snapshot`)."""
+        """The state an exporter reads (see :class:`monitor.core.stream.snapshot.Snapshot`)."""
         added: dict[str, Stats] = {}
         removed: dict[str, Stats] = {}
         for part in self.aggregates:

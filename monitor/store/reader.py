@@ -21,9 +21,9 @@ from monitor.core.events import Deploy
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.counters import Counter, decode_field
 from monitor.core.stream.history import History, Seen, epoch_of, merge_seen
+from monitor.core.stream.snapshot import Snapshot
 from monitor.core.stream.stats import Stats
 from monitor.core.stream.window_merge import rollup, wanted_slices
-from monitor.export.snapshot import Snapshot
 from monitor.store.client import RedisClient, used_memory
 from monitor.store.keys import Keys, text
 

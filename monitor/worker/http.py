@@ -34,8 +34,8 @@ from prometheus_client.registry import Collector
 from monitor.core.canary import Comparison
 from monitor.core.decoding import decode_event
 from monitor.core.events import Deploy, EventError
+from monitor.core.stream.snapshot import Snapshot
 from monitor.export.prometheus import RelevanceCollector
-from monitor.export.snapshot import Snapshot
 from monitor.export.verdict_gauges import CanaryCollector
 from monitor.worker.metrics import PipelineCollector, PipelineView, RollupCollector, RollupView
 from monitor.worker.rollup import Rollup

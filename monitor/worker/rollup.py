@@ -26,8 +26,8 @@ from monitor.core.canary import CanaryConfig, Comparison
 from monitor.core.events import Deploy
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.counters import Counter
+from monitor.core.stream.snapshot import Snapshot
 from monitor.core.stream.stats import Stats
-from monitor.export.snapshot import Snapshot
 from monitor.store.writer import RedisState
 from monitor.worker.verdicts import Verdicts, current
 

@@ -26,7 +26,7 @@ from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.counters import dead_letter
 from monitor.core.stream.history import History
-from monitor.export.snapshot import Snapshot
+from monitor.core.stream.snapshot import Snapshot
 from monitor.store.client import connect
 from monitor.store.writer import RedisState
 from tests.support.redis_runs import in_process, run_through_redis, with_query_labels

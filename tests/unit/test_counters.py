@@ -26,8 +26,8 @@ from monitor.core.stream.counters import (
     labels_dropped,
     undeclared,
 )
+from monitor.core.stream.snapshot import Snapshot
 from monitor.export.prometheus import RelevanceCollector
-from monitor.export.snapshot import Snapshot
 from monitor.store.batch import Batch
 from monitor.store.keys import Keys
 

@@ -30,8 +30,8 @@ from monitor.core.events import Deploy
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.counters import Counter, dead_letter
+from monitor.core.stream.snapshot import Snapshot
 from monitor.export.prometheus import RelevanceCollector
-from monitor.export.snapshot import Snapshot
 from monitor.export.verdict_gauges import CanaryCollector
 from monitor.sim import SimConfig, simulate
 from monitor.store.keys import Keys

@@ -10,13 +10,13 @@ typed views of what it sums, :meth:`~Stats.mean` (a :class:`~monitor.core.aggreg
     sessions = 1, dcg, dcg_sq, ndcg, ndcg_sq, rr, coverage, judged, concordant, discordant, grade_tied,
     score_tied, pnr_pos_sq, pnr_neg_sq, pnr_pos_neg, pnr_con_sq, pnr_con_neg
 
-(judged: how many of its top k documents have a grade; DCG@k, nDCG@k and RR@k are the offline evaluator's measures, ``compute(Measure("DCG", k), list)``; second
-moments of the session's positive pairs P = concordant + grade_tied, the ties-positive convention,
-of its negative pairs N = discordant and of its concordant pairs C: Σ P², Σ N², Σ P·N, Σ C², Σ C·N, so that a
-test on the ratio ΣP / ΣN, or on ΣC / ΣN, the canary verdict's PNR, can use the delta method), and join_lag:
-the event time from the impression to its first scoring (the partition's watermark then), which depends
-on how topics interleave and so is the one field that is not a function of the impressions and final
-labels alone.
+(judged: how many of its top k documents have a grade; DCG@k, nDCG@k and RR@k are the offline
+evaluator's measures, ``compute(Measure("DCG", k), list)``; second moments of the session's positive
+pairs P = concordant + grade_tied, the ties-positive convention, of its negative pairs N = discordant and
+of its concordant pairs C: Σ P², Σ N², Σ P·N, Σ C², Σ C·N, so that a test on the ratio ΣP / ΣN, or on
+ΣC / ΣN, the canary verdict's PNR, can use the delta method), and join_lag: the event time from the
+impression to its first scoring (the partition's watermark then), which depends on how topics interleave
+and so is the one field that is not a function of the impressions and final labels alone.
 
 and an expired one ``expired = 1, expired_coverage``. Derived values (:func:`summarise`, through the typed
 views): mean DCG@k with a 95% normal-approximation interval, mean NDCG@k, PNR from summed pair counts (both
