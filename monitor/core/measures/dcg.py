@@ -13,16 +13,17 @@ import numpy as np
 
 from monitor.core.judged import JudgedList
 from monitor.core.measures.params import choice
-from monitor.core.measures.registry import (
-    FloatArray,
-    Measure,
-    MeasureDefinition,
-    MeasureSpec,
-    ParamSpec,
-    register,
-)
+from monitor.core.measures.registry import Measure, MeasureDefinition, MeasureSpec, ParamSpec, register
 from monitor.core.metrics.gain import Discount, Gain, dcg, discounts, transform_gains
-from monitor.core.ranked_batch import IntArray, RankedBatch, head, head_sum, segment_ids, segment_sum
+from monitor.core.ranked_batch import (
+    FloatArray,
+    IntArray,
+    RankedBatch,
+    head,
+    head_sum,
+    segment_ids,
+    segment_sum,
+)
 
 GAIN_PARAMS = {
     "gain": ParamSpec(choice("linear", "exp"), "linear", "linear|exp"),

@@ -10,16 +10,9 @@ import numpy as np
 
 from monitor.core.judged import JudgedList
 from monitor.core.measures.params import probability
-from monitor.core.measures.registry import (
-    FloatArray,
-    Measure,
-    MeasureDefinition,
-    MeasureSpec,
-    ParamSpec,
-    register,
-)
+from monitor.core.measures.registry import Measure, MeasureDefinition, MeasureSpec, ParamSpec, register
 from monitor.core.metrics.cascade import err, satisfaction
-from monitor.core.ranked_batch import RankedBatch
+from monitor.core.ranked_batch import FloatArray, RankedBatch
 
 PADDED_LIMIT = 20_000_000  # cells of the lists × depth matrix before falling back to a loop over lists
 

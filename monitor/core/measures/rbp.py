@@ -7,16 +7,9 @@ import numpy as np
 
 from monitor.core.judged import JudgedList
 from monitor.core.measures.params import probability
-from monitor.core.measures.registry import (
-    FloatArray,
-    Measure,
-    MeasureDefinition,
-    MeasureSpec,
-    ParamSpec,
-    register,
-)
+from monitor.core.measures.registry import Measure, MeasureDefinition, MeasureSpec, ParamSpec, register
 from monitor.core.metrics.cascade import rbp
-from monitor.core.ranked_batch import RankedBatch, segment_sum, top
+from monitor.core.ranked_batch import FloatArray, RankedBatch, segment_sum, top
 
 
 def value(measure: Measure, judged: JudgedList) -> float:
