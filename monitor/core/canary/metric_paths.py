@@ -156,6 +156,14 @@ def pnr_paths(base: npt.ArrayLike, cand: npt.ArrayLike, pairs_base: npt.ArrayLik
     none = np.zeros(np.shape(pairs_c.n), dtype=bool)
     zero_c = none if pairs_c.zero is None else pairs_c.zero
     empty = zero_c & ~(none if pairs_b.zero is None else pairs_b.zero)
+    path, nothing = guarded(pnr, guard, empty)
+    return PnrPaths(path, pnr, guard, nothing, pnr_b.n, pnr_c.n, ((con_b, con_c), (dis_b, dis_c)))
+
+
+def guarded(pnr: VerdictPath, guard: VerdictPath, empty: BoolArray) -> tuple[VerdictPath, BoolArray]:
+    """PNR's verdict path guarded by the pairs of different grades per session (module docstring), and
+    where it is a regression because the candidate's lists have none at all (``empty``: the candidate has
+    no such pair while the baseline has; proven once the guard is a regression)."""
     nothing = (guard.code == REGRESSION) & empty
     code = np.where(pnr.code == REGRESSION, REGRESSION, INCONCLUSIVE).astype(np.int8)
     code[nothing] = REGRESSION
@@ -164,4 +172,4 @@ def pnr_paths(base: npt.ArrayLike, cand: npt.ArrayLike, pairs_base: npt.ArrayLik
     path = VerdictPath(np.where(take, guard.estimate, pnr.estimate), np.where(take, guard.lower, pnr.lower),
                        np.where(take, guard.upper, pnr.upper), np.where(take, np.nan, pnr.evidence), code,
                        pnr.eligible | nothing, changes_of(code), pnr.resets)
-    return PnrPaths(path, pnr, guard, nothing, pnr_b.n, pnr_c.n, ((con_b, con_c), (dis_b, dis_c)))
+    return path, nothing
