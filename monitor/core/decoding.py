@@ -4,7 +4,8 @@ Every message the stream reads goes through :func:`decode_event`. Almost all of 
 first decodes against the event schemas with msgspec (C: types, required fields, the results of an
 impression built straight into :class:`~monitor.core.events.Result` values), then checks what a schema
 cannot say (non-blank strings within their limits, positions exactly 1..n, no document twice, the
-grade on the scale, a known schema version). The fast path only ever *accepts*: on anything it does not
+grade on the scale, a known schema version; an impression's shadow lists: how many, distinct rankers, and
+each list's results as the impression's). The fast path only ever *accepts*: on anything it does not
 take (a type it does not expect, an ISO-8601 ``ts``, an escaped surrogate without its pair, which
 msgspec refuses, a failed check) the message
 goes to :func:`monitor.core.event_checks.decode_checked`, the field-by-field reference, which accepts it
@@ -29,8 +30,23 @@ from msgspec import UNSET, UnsetType
 from monitor.core import events  # the schemas' constants: events.BUCKETS, events.SCOPES...
 from monitor.core.errors import GradeError
 from monitor.core.event_checks import decode_checked
-from monitor.core.events import DEFAULT_LIMITS, Annotation, Deploy, Event, Impression, Label, Limits, Result
+from monitor.core.events import (
+    DEFAULT_LIMITS,
+    Annotation,
+    Deploy,
+    Event,
+    Impression,
+    Label,
+    Limits,
+    Result,
+    ShadowList,
+)
 from monitor.core.grades import Scale
+
+
+class _Shadow(msgspec.Struct, gc=False):
+    ranker: str
+    results: list[Result]
 
 
 class _Impression(msgspec.Struct, tag_field="type", tag="impression", gc=False):
@@ -42,6 +58,7 @@ class _Impression(msgspec.Struct, tag_field="type", tag="impression", gc=False):
     variant: str | None = None
     query_bucket: str | None = None
     schema: int = 1
+    shadow: list[_Shadow] | None = None
 
 
 class _Grade(msgspec.Struct, gc=False):
@@ -111,12 +128,25 @@ def _results(results: list[Result], limits: Limits) -> tuple[Result, ...]:
     return tuple(ordered)
 
 
+def _shadow(lists: list[_Shadow] | None, ranker: str, limits: Limits) -> tuple[ShadowList, ...]:
+    if not lists:
+        return ()
+    if len(lists) > limits.max_shadow_lists:
+        raise _Refused
+    rankers = {ranker, *(_text(s.ranker, limits.max_id_chars) for s in lists)}
+    if len(rankers) != len(lists) + 1:  # a shadow ranker is the impression's or another list's
+        raise _Refused
+    return tuple(ShadowList(s.ranker, _results(s.results, limits)) for s in lists)
+
+
 def _impression(obj: _Impression, limits: Limits) -> Impression:
     if obj.query_bucket is not None and obj.query_bucket not in events.BUCKETS:
         raise _Refused
+    ranker = _text(obj.ranker, limits.max_id_chars)
     return Impression(_text(obj.session_id, limits.max_id_chars), _text(obj.query, limits.max_query_chars),
-                      _text(obj.ranker, limits.max_id_chars), _ts(obj.ts), _results(obj.results, limits),
-                      _optional(obj.variant, limits.max_id_chars), obj.query_bucket)
+                      ranker, _ts(obj.ts), _results(obj.results, limits),
+                      _optional(obj.variant, limits.max_id_chars), obj.query_bucket,
+                      _shadow(obj.shadow, ranker, limits))
 
 
 def _labels(obj: _Annotation, scale: Scale, limits: Limits) -> tuple[Label, ...]:

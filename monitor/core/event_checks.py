@@ -31,6 +31,7 @@ from monitor.core.events import (
     Label,
     Limits,
     Result,
+    ShadowList,
 )
 from monitor.core.grades import Grade, Scale
 
@@ -117,19 +118,20 @@ def _share(obj: dict[str, Any], kind: str) -> float | None:
     return number
 
 
-def _results(value: object, limits: Limits) -> tuple[Result, ...]:
+def _results(value: object, limits: Limits, name: str = "results") -> tuple[Result, ...]:
+    """A list of results (an impression's ``results``, or a shadow list's: ``name`` is its path)."""
     if not isinstance(value, list):
-        raise EventError("results", *_missing_or(value, "expected a list"))
+        raise EventError(name, *_missing_or(value, "expected a list"))
     if not value:
-        raise EventError("results", "empty list", "invalid_value")
+        raise EventError(name, "empty list", "invalid_value")
     if len(value) > limits.max_results:
-        raise EventError("results", f"{len(value)} results, more than the limit of {limits.max_results}",
+        raise EventError(name, f"{len(value)} results, more than the limit of {limits.max_results}",
                          "too_many_items")
     out: list[Result] = []
     positions: set[int] = set()
     docs: set[str] = set()
     for i, item in enumerate(value):
-        where = f"results[{i}]"
+        where = f"{name}[{i}]"
         if not isinstance(item, dict):
             raise EventError(where, "expected an object", "wrong_type")
         try:
@@ -160,8 +162,38 @@ def _results(value: object, limits: Limits) -> tuple[Result, ...]:
         out.append(Result(doc, position, score))
     if max(positions) != len(out):
         missing = sorted(set(range(1, len(out) + 1)) - positions)[:5]
-        raise EventError("results", f"positions must be 1..{len(out)}; missing {missing}", "bad_position")
+        raise EventError(name, f"positions must be 1..{len(out)}; missing {missing}", "bad_position")
     return tuple(sorted(out, key=lambda r: r.position))
+
+
+def _shadow(value: object, ranker: str, limits: Limits) -> tuple[ShadowList, ...]:
+    """An impression's ``shadow`` lists (absent, null or ``[]``: none): at most ``max_shadow_lists``, each
+    an object with a ``ranker`` (as the impression's, distinct from it and from the other lists') and
+    ``results`` (checked as the impression's)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise EventError("shadow", f"expected a list, got {type(value).__name__}", "wrong_type")
+    if len(value) > limits.max_shadow_lists:
+        raise EventError("shadow", f"{len(value)} shadow lists, more than the limit of "
+                                   f"{limits.max_shadow_lists}", "too_many_items")
+    out: list[ShadowList] = []
+    seen = {ranker}
+    for i, item in enumerate(value):
+        where = f"shadow[{i}]"
+        if not isinstance(item, dict):
+            raise EventError(where, "expected an object", "wrong_type")
+        try:
+            name = _text(item, "ranker", limits.max_id_chars)
+        except EventError as error:
+            raise EventError(f"{where}.{error.field}", error.reason, error.code) from None
+        assert name is not None
+        if name in seen:
+            whose = "the impression's own ranker" if name == ranker else "an earlier shadow list's ranker"
+            raise EventError(f"{where}.ranker", f"{_show(name)} is {whose}", "duplicate_ranker")
+        seen.add(name)
+        out.append(ShadowList(name, _results(item.get("results"), limits, f"{where}.results")))
+    return tuple(out)
 
 
 def _grade(value: object, scale: Scale, where: str) -> Grade:
@@ -220,8 +252,10 @@ def parse_event(obj: object, scale: Scale, limits: Limits = DEFAULT_LIMITS) -> E
         ranker = _text(obj, "ranker", limits.max_id_chars)
         ts = _timestamp(obj, "ts", required=True)
         assert session is not None and query is not None and ranker is not None and ts is not None
-        return Impression(session, query, ranker, ts, _results(obj.get("results"), limits),
-                          _text(obj, "variant", limits.max_id_chars, required=False), bucket)
+        results = _results(obj.get("results"), limits)
+        variant = _text(obj, "variant", limits.max_id_chars, required=False)
+        return Impression(session, query, ranker, ts, results, variant, bucket,
+                          _shadow(obj.get("shadow"), ranker, limits))
     if kind == "annotation":
         session = _text(obj, "session_id", limits.max_id_chars, required=False)
         query = _text(obj, "query", limits.max_query_chars, required=False)

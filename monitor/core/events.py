@@ -44,7 +44,7 @@ SETTING_CODES = ("undeclared_variant", "undeclared_ranker")
 REASON_CODES = ("ts_out_of_range", "invalid_utf8", "invalid_json", "unknown_schema", "unknown_type",
                 "wrong_topic", "processing_error", "unknown_grade", "oversized", "too_many_items",
                 "non_finite", "bad_position", "duplicate_document", "missing_field", "wrong_type",
-                "invalid_value", *SETTING_CODES)
+                "invalid_value", "duplicate_ranker", *SETTING_CODES)
 """The reason codes of dead letters: the ``reason`` label of ``search_relevance_dead_letters_total``."""
 
 
@@ -54,6 +54,8 @@ class Limits:
     max_grades: int = 1000
     max_id_chars: int = 256
     max_query_chars: int = 1024
+    max_shadow_lists: int = 4
+    """An impression's ``shadow`` lists at most (each within ``max_results``)."""
 
 
 class Result(msgspec.Struct, frozen=True, gc=False):
@@ -65,7 +67,18 @@ class Result(msgspec.Struct, frozen=True, gc=False):
     score: float | None = None
 
 
+class ShadowList(msgspec.Struct, frozen=True, gc=False):
+    """A candidate ranker's list for the same request, computed in shadow (never shown): its ranker and
+    its results, checked as an impression's ``results`` are (sorted by position, positions 1..n)."""
+
+    ranker: str
+    results: tuple[Result, ...]
+
+
 class Impression(msgspec.Struct, frozen=True, gc=False):
+    """A served session. ``shadow``: the lists of other rankers for the same request (at most
+    ``Limits.max_shadow_lists``, each ranker distinct from ``ranker`` and the others'); empty if none."""
+
     session_id: str
     query: str
     ranker: str
@@ -73,6 +86,7 @@ class Impression(msgspec.Struct, frozen=True, gc=False):
     results: tuple[Result, ...]  # sorted by position, positions 1..n
     variant: str | None = None
     query_bucket: str | None = None
+    shadow: tuple[ShadowList, ...] = ()
 
 
 class Label(msgspec.Struct, frozen=True, gc=False):

@@ -93,7 +93,8 @@ class RelevanceCollector(Collector):
             labels=[])
         out["undeclared_impressions"] = CounterMetricFamily(
             f"{self.prefix}_undeclared_impressions",
-            "Impressions of a variant or ranker the settings do not declare, counted as other (not sampled)",
+            "Impressions of a variant or ranker the settings do not declare, counted as other (not sampled); "
+            "reason shadow_ranker: shadow lists of an undeclared ranker, dropped from their impressions",
             labels=["reason"])
         for direction in ("added", "removed"):
             out[f"stat_{direction}"] = CounterMetricFamily(

@@ -7,6 +7,7 @@ table that names each breaker, and the reason codes, are in :mod:`monitor.sim.in
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -264,3 +265,42 @@ def both_targets(obj: dict[str, Any], rng: np.random.Generator) -> Broken:
 def single_and_batch(obj: dict[str, Any], rng: np.random.Generator) -> Broken:
     obj["grades"] = [{"doc_id": obj["doc_id"], "grade": obj["grade"]}]
     return encode(obj), "grades: give either doc_id and grade, or grades, not both"
+
+
+# shadow lists (an impression's ``shadow``: docs/events.md) -------------------------------------------------
+
+def _shadow_list(obj: dict[str, Any], i: int) -> dict[str, Any]:
+    """A valid shadow list of the impression ``obj``: its documents rotated by one place (positions in
+    order, as the breakers of results expect), under another ranker."""
+    results = copy.deepcopy(obj["results"])
+    docs = [r["doc_id"] for r in results]
+    for result, doc in zip(results, docs[1:] + docs[:1], strict=True):
+        result["doc_id"] = doc
+    return {"ranker": f"{obj['ranker']}-shadow-{i}", "results": results}
+
+
+def in_shadow(breaker: Breaker, lists: int = 1) -> Breaker:
+    """``lists`` valid shadow lists, the last one broken by ``breaker`` (a breaker of an impression's
+    ranker or results, applied to the list): the error is the breaker's, under ``shadow[<last>].``."""
+    def shadow_breaker(obj: dict[str, Any], rng: np.random.Generator) -> Broken:
+        shadow = [_shadow_list(obj, i) for i in range(lists)]
+        _, expected = breaker(shadow[-1], rng)
+        obj["shadow"] = shadow
+        return encode(obj), f"shadow[{lists - 1}].{expected}"
+    return shadow_breaker
+
+
+def too_many_shadow_lists(obj: dict[str, Any], rng: np.random.Generator) -> Broken:
+    n = int(rng.integers(5, 9))
+    obj["shadow"] = [_shadow_list(obj, i) for i in range(n)]
+    return encode(obj), f"shadow: {n} shadow lists, more than the limit of 4"
+
+
+def shadow_of_own_ranker(obj: dict[str, Any], rng: np.random.Generator) -> Broken:
+    obj["shadow"] = [_shadow_list(obj, 0), {**_shadow_list(obj, 1), "ranker": obj["ranker"]}]
+    return encode(obj), f"shadow[1].ranker: {obj['ranker']!r} is the impression's own ranker"
+
+
+def repeated_shadow_ranker(obj: dict[str, Any], rng: np.random.Generator) -> Broken:
+    obj["shadow"] = [_shadow_list(obj, 0), _shadow_list(obj, 0)]
+    return encode(obj), f"shadow[1].ranker: {obj['shadow'][0]['ranker']!r} is an earlier shadow list's"

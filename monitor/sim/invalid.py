@@ -13,7 +13,8 @@ codes the validator gives, not a copy of them).
 
 :data:`KINDS` are what the simulator mixes into its stream (``SimConfig.invalid_rate``).
 :data:`EXTRA_KINDS` (overflowing numbers, unpaired surrogate escapes, other encodings, values that are not
-objects, deep nesting, more oversized strings, schema versions and wrong types) and :data:`MISROUTED`
+objects, deep nesting, more oversized strings, schema versions and wrong types, bad shadow lists) and
+:data:`MISROUTED`
 (valid events on another type's topic) are used by the bad-input corpus only (:mod:`monitor.sim.corpus`):
 adding them to the simulator's draw would change every seeded run's invalid records, and a misrouted
 event is valid in a replay file, which has no topics.
@@ -168,6 +169,29 @@ EXTRA_KINDS: dict[str, tuple[str, Breaker]] = {
     "string_position": ("impression", b.result_field("position", "1", "expected an integer")),
     "huge_position": ("impression", b.huge_position),
     "far_too_many_results": ("impression", b.far_too_many_results),
+    # shadow lists: each checked as the impression's results, under another ranker
+    "shadow_string": ("impression", b.put("shadow", "ranker-2", "shadow: expected a list, got str")),
+    "shadow_object": ("impression", b.put("shadow", {"ranker": "r"}, "shadow: expected a list, got dict")),
+    "shadow_not_object": ("impression", b.put("shadow", ["ranker-2"], "shadow[0]: expected an object")),
+    "too_many_shadow_lists": ("impression", b.too_many_shadow_lists),
+    "shadow_of_own_ranker": ("impression", b.shadow_of_own_ranker),
+    "repeated_shadow_ranker": ("impression", b.repeated_shadow_ranker),
+    "shadow_missing_ranker": ("impression", b.in_shadow(b.drop("ranker", "ranker: missing"))),
+    "shadow_empty_ranker": ("impression", b.in_shadow(b.put("ranker", " ", "ranker: empty"), lists=2)),
+    "oversized_shadow_ranker": ("impression", b.in_shadow(b.put("ranker", b.long_id(257),
+                                                                  "ranker: longer than 256 characters"))),
+    "shadow_missing_results": ("impression", b.in_shadow(b.drop("results", "results: missing"))),
+    "shadow_empty_results": ("impression", b.in_shadow(b.put("results", [], "results: empty list"), lists=3)),
+    "shadow_too_many_results": ("impression", b.in_shadow(b.too_many_results)),
+    "shadow_zero_position": ("impression", b.in_shadow(b.result_field("position", 0,
+                                                                      "position must be ≥ 1, got 0"))),
+    "shadow_duplicate_position": ("impression", b.in_shadow(b.repeated("position", "duplicate position"))),
+    "shadow_gap_in_positions": ("impression", b.in_shadow(b.gap_in_positions, lists=2)),
+    "shadow_duplicate_doc": ("impression", b.in_shadow(b.repeated("doc_id", "document shown twice"))),
+    "shadow_doc_id_number": ("impression", b.in_shadow(b.result_field("doc_id", 17, "expected a string"))),
+    "shadow_string_score": ("impression", b.in_shadow(b.result_field("score", "0.9", "expected a number"))),
+    "shadow_float_position": ("impression", b.in_shadow(b.result_field("position", 2.5,
+                                                                       "expected an integer"), lists=4)),
 }
 
 
@@ -240,6 +264,15 @@ CODES: dict[str, str] = {
     "ts_list": "wrong_type", "variant_number": "wrong_type", "deploy_ranker_number": "wrong_type",
     "null_grade": "missing_field", "negative_grade": "unknown_grade", "string_position": "wrong_type",
     "huge_position": "bad_position", "far_too_many_results": "too_many_items",
+    "shadow_string": "wrong_type", "shadow_object": "wrong_type", "shadow_not_object": "wrong_type",
+    "too_many_shadow_lists": "too_many_items", "shadow_of_own_ranker": "duplicate_ranker",
+    "repeated_shadow_ranker": "duplicate_ranker", "shadow_missing_ranker": "missing_field",
+    "shadow_empty_ranker": "invalid_value", "oversized_shadow_ranker": "oversized",
+    "shadow_missing_results": "missing_field", "shadow_empty_results": "invalid_value",
+    "shadow_too_many_results": "too_many_items", "shadow_zero_position": "bad_position",
+    "shadow_duplicate_position": "bad_position", "shadow_gap_in_positions": "bad_position",
+    "shadow_duplicate_doc": "duplicate_document", "shadow_doc_id_number": "wrong_type",
+    "shadow_string_score": "wrong_type", "shadow_float_position": "wrong_type",
     # MISROUTED
     **{kind: "wrong_topic" for kind in MISROUTED},
 }

@@ -26,11 +26,12 @@ from monitor.core.events import (
     Limits,
 )
 from monitor.core.grades import Scale
-from monitor.core.stream.admission import admit, past_error
+from monitor.core.stream.admission import admit, declared_shadow, past_error
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.counters import (
     EARLY_SESSIONS_EVICTED,
     LABELS_EVICTED,
+    SHADOW_RANKER,
     STALE_LABELS,
     Counter,
     dead_letter,
@@ -128,6 +129,9 @@ class MemoryPipeline:
                                                 error.reason, value))
             self.aggregates[partition].count(dead_letter(error.code))
             return
+        event, dropped = declared_shadow(event, self.config)
+        if dropped:
+            self.aggregates[target].count(SHADOW_RANKER, float(dropped))
         self._queue.append((target, event))
         while self._queue:
             self._process(*self._queue.popleft())

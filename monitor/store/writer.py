@@ -39,9 +39,9 @@ from monitor.core.events import (
     Limits,
 )
 from monitor.core.grades import Scale
-from monitor.core.stream.admission import admit, past_error
+from monitor.core.stream.admission import admit, declared_shadow, past_error
 from monitor.core.stream.config import StreamConfig
-from monitor.core.stream.counters import STALE_LABELS, dead_letter
+from monitor.core.stream.counters import SHADOW_RANKER, STALE_LABELS, dead_letter
 from monitor.core.stream.held_grades import merge_grades
 from monitor.core.stream.join import close_step, quiet_horizon, step
 from monitor.core.stream.sampling import budget_period
@@ -135,6 +135,9 @@ class RedisState(Reader):
                 outcomes[index] = Outcome(dead_letter=stale)
                 batch.count(dead_letter(stale.code))
                 continue
+            event, dropped = declared_shadow(event, self.config)
+            if dropped:
+                batch.count(SHADOW_RANKER, float(dropped))
             if isinstance(event, Impression):  # most traffic: only counted, no Loaded, step or Transition
                 counted = state.count_only(event, query_labels, self.config, self.partitions)
                 if counted is not None:

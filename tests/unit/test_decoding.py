@@ -109,7 +109,10 @@ BASES = st.one_of(
                            "ranker": st.just("r"), "ts": st.just(1763712000.5), "results": results()},
                           optional={"variant": st.just("canary"),
                                     "query_bucket": st.sampled_from(["head", "torso", "tail"]),
-                                    "schema": st.just(1)}),
+                                    "schema": st.just(1),
+                                    "shadow": st.lists(st.fixed_dictionaries(
+                                        {"ranker": st.sampled_from(["r2", "r3", "r"]), "results": results()}),
+                                        max_size=2)}),
     st.fixed_dictionaries({"type": st.just("annotation"), "session_id": st.just("s1"), "grades": GRADES},
                           optional={"scope": st.sampled_from(["session", "query"]), "ts": st.just(5.0)}),
     st.fixed_dictionaries({"type": st.just("annotation"), "session_id": st.just("s1"), "doc_id": st.just("d1"),
@@ -125,7 +128,7 @@ BASES = st.one_of(
                           optional={"previous": st.just("r1")}),
 )
 FIELDS = ["type", "session_id", "query", "ranker", "ts", "results", "variant", "query_bucket", "schema", "scope",
-          "query_key", "grades", "doc_id", "grade", "kind", "previous", "share", "extra"]
+          "query_key", "grades", "doc_id", "grade", "kind", "previous", "share", "shadow", "extra"]
 
 
 @settings(max_examples=3000, deadline=None)
@@ -145,7 +148,8 @@ def test_generated_events_agree_with_the_reference(base: dict[str, Any], edits: 
     raw = json.dumps(obj, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
     agree(raw)
     agree(raw, TREC)
-    agree(raw, FOUR_LEVEL_SCALE, Limits(max_results=2, max_grades=1, max_id_chars=2, max_query_chars=3))
+    agree(raw, FOUR_LEVEL_SCALE, Limits(max_results=2, max_grades=1, max_id_chars=2, max_query_chars=3,
+                                        max_shadow_lists=1))
 
 
 @pytest.mark.slow
@@ -157,6 +161,8 @@ def test_an_item_of_the_results_or_grades_edited_agrees_with_the_reference(base:
     items = obj.get("results") or obj.get("grades")
     if items:
         items[-1][name] = value
+    if obj.get("shadow") and name != "grade":  # and in the last shadow list's results
+        obj["shadow"][-1]["results"][-1][name] = value
     agree(json.dumps(obj, ensure_ascii=False).encode())
 
 
@@ -167,6 +173,9 @@ def test_generated_events_are_accepted_often_enough_to_test_the_fast_path() -> N
         found = find(BASES, lambda o, k=kind: o["type"] == k and fast_decode(json.dumps(o).encode(), FOUR_LEVEL_SCALE)
                      is not None)
         assert found["type"] == kind
+    shadowed = find(BASES, lambda o: bool(o.get("shadow")) and fast_decode(json.dumps(o).encode(), FOUR_LEVEL_SCALE)
+                    is not None)
+    assert shadowed["shadow"]
 
 
 @settings(max_examples=500, deadline=None)

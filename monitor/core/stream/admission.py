@@ -1,7 +1,8 @@
 """Which events the join admits: the checks that make a valid event a dead letter before the step (a
 clock too far ahead or an impression too far behind its partition: ``ts_out_of_range``; with
 ``undeclared = "dead_letter"`` a variant or ranker the settings do not declare), and :func:`undeclared`,
-which the step also uses to count such impressions under ``other``.
+which the step also uses to count such impressions under ``other``; :func:`declared_shadow`, an
+impression without its shadow lists of undeclared rankers (dropped and counted, never a dead letter).
 
 :func:`admit` is the whole check of a raw message up to the step, in the order both stores apply it
 (decode, topic, undeclared, future); :func:`past_error` needs the partition's watermark, so each store
@@ -12,6 +13,8 @@ from __future__ import annotations
 import math
 import re
 from functools import lru_cache
+
+import msgspec
 
 from monitor.core.decoding import decode_event
 from monitor.core.events import DEFAULT_LIMITS, Deploy, Event, EventError, Impression, Limits, expect_topic
@@ -68,6 +71,30 @@ def undeclared(event: Impression, config: StreamConfig) -> tuple[str, str] | Non
     if pattern is not None and ranker_regex(pattern).fullmatch(event.ranker) is None:
         return "ranker", pattern
     return None
+
+
+def declared_shadow(event: Event, config: StreamConfig) -> tuple[Event, int]:
+    """``event`` without the shadow lists whose ranker does not match ``ranker_pattern`` in full, and
+    how many were dropped (each is counted as ``undeclared`` with the reason ``shadow_ranker``). With
+    either ``undeclared`` setting a shadow list is only dropped: a candidate's list never makes the served
+    impression a dead letter. Without a pattern every shadow ranker is declared.
+
+    >>> from monitor.core.events import Result, ShadowList
+    >>> shown = (Result("d1", 1),)
+    >>> event = Impression("s", "q", "ranker-1", 0.0, shown,
+    ...                    shadow=(ShadowList("ranker-2", shown), ShadowList("build-7f3a", shown)))
+    >>> kept, dropped = declared_shadow(event, StreamConfig(ranker_pattern="ranker-[0-9]+"))
+    >>> [s.ranker for s in kept.shadow], dropped
+    (['ranker-2'], 1)
+    """
+    pattern = config.ranker_pattern
+    if pattern is None or not isinstance(event, Impression) or not event.shadow:
+        return event, 0
+    regex = ranker_regex(pattern)
+    kept = tuple(s for s in event.shadow if regex.fullmatch(s.ranker) is not None)
+    if len(kept) == len(event.shadow):
+        return event, 0
+    return msgspec.structs.replace(event, shadow=kept), len(event.shadow) - len(kept)
 
 
 def _shown(text: str) -> str:

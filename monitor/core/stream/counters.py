@@ -24,8 +24,9 @@ DEAD_LETTER = "dead_letter"
 LABELS_DROPPED = "labels_dropped"
 """Grades dropped without scoring anything, by reason (``search_relevance_labels_dropped_total{reason}``)."""
 UNDECLARED = "undeclared"
-"""Impressions of an undeclared variant or ranker, by which
-(``search_relevance_undeclared_impressions_total{reason}``)."""
+"""Impressions of an undeclared variant or ranker, by which, and shadow lists of an undeclared ranker
+dropped from their impressions (:data:`SHADOW_RANKER`):
+``search_relevance_undeclared_impressions_total{reason}``."""
 
 
 class Counter(Struct, frozen=True, gc=False, order=True, array_like=True):
@@ -56,10 +57,14 @@ def labels_dropped(reason: str) -> Counter:
 
 
 def undeclared(reason: str) -> Counter:
-    """The counter of impressions whose ``reason`` (``variant`` or ``ranker``) is not declared."""
+    """The counter of impressions whose ``reason`` (``variant`` or ``ranker``) is not declared, or of
+    shadow lists dropped for an undeclared ranker (``shadow_ranker``: :data:`SHADOW_RANKER`)."""
     return _labelled(UNDECLARED, reason)
 
 
+SHADOW_RANKER = undeclared("shadow_ranker")
+"""Shadow lists dropped from their impressions: their ranker does not match ``ranker_pattern``
+(:func:`monitor.core.stream.admission.declared_shadow`)."""
 LABELS_EVICTED = labels_dropped("evicted")
 """Early labels dropped because more than ``max_early_sessions`` sessions' labels waited."""
 EARLY_SESSIONS_EVICTED = Counter("early_sessions_evicted")
