@@ -27,6 +27,7 @@ from monitor.core.stream.counters import SHADOW_RANKER, UNDECLARED
 from monitor.core.stream.transition import Transition
 from monitor.sim import SimConfig, simulate
 from monitor.store.memory import MemoryPipeline
+from tests.support.shadow import with_shadow
 
 Shown = list[dict[str, Any]]
 
@@ -262,21 +263,6 @@ def test_an_undeclared_shadow_ranker_never_makes_the_served_impression_a_dead_le
 
 
 # -- the join ignores shadow lists (for now) -------------------------------------------------------------
-
-def with_shadow(events: list[tuple[str, bytes, bytes]]) -> list[tuple[str, bytes, bytes]]:
-    """Every impression with two shadow lists (a declared ranker with its documents rotated, and an
-    undeclared one), the rest unchanged."""
-    out = []
-    for topic, key, value in events:
-        if topic == "impressions":
-            body = json.loads(value)
-            docs = [r["doc_id"] for r in body["results"]]
-            body["shadow"] = [{"ranker": "ranker-z", "results": shown(*docs[1:], docs[0])},
-                              {"ranker": "cand-9", "results": shown(*reversed(docs))}]
-            value = json.dumps(body, ensure_ascii=False).encode()
-        out.append((topic, key, value))
-    return out
-
 
 def run(events: list[tuple[str, bytes, bytes]], config: StreamConfig,
         monkeypatch: pytest.MonkeyPatch) -> tuple[MemoryPipeline, list[Transition], int]:
