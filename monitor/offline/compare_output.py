@@ -112,14 +112,15 @@ def _table(comparison: RunComparison, digits: int) -> str:
     lines = ["  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in
                        enumerate(zip(row, widths, strict=True))).rstrip() for row in [header, *rows]]
     test = "paired t-test" if settings.test == "t" else "randomization test"
-    adjusted = "" if settings.correction == "none" else f", {settings.correction}-adjusted over the runs"
-    lines.append("")
-    lines.append(f"baseline {comparison.baseline}; {comparison.queries} queries in every run. "
-                 f"*: p < {settings.alpha:g} ({test}{adjusted}).")
-    lines.append("Δ: the difference from the baseline over the same queries (PNR: of the ratios of summed "
-                 "pair counts); CI: from the t distribution;")
-    lines.append(f"p(rand): {settings.iterations} random sign flips, seed {settings.seed} (every flip when "
-                 "there are fewer).")
+    adjusted = ("" if settings.correction == "none"
+                else f", {settings.correction.capitalize()}-adjusted over the runs")
+    lines += ["",
+              f"baseline {comparison.baseline}; {comparison.queries} queries in every run; "
+              f"*: p < {settings.alpha:g} ({test}{adjusted}).",
+              "Δ: difference from the baseline over the same queries (PNR: of ratios of summed pair counts); "
+              "CI: t distribution.",
+              f"p(rand): randomization test, {settings.iterations} random sign flips (every flip if fewer), "
+              f"seed {settings.seed}."]
     return "\n".join(lines + notes) + "\n"
 
 
