@@ -17,7 +17,7 @@ from monitor.core.measures import Measure
 Values = Mapping[Measure, float | None]
 
 
-def _json_value(value: float | None) -> float | str | None:
+def json_value(value: float | None) -> float | str | None:
     if value is None:
         return None
     if math.isinf(value):
@@ -25,13 +25,13 @@ def _json_value(value: float | None) -> float | str | None:
     return value
 
 
-def _csv_value(value: float | None) -> str:
+def csv_value(value: float | None) -> str:
     """Full precision (repr round-trips), ``+Inf``, or empty for undefined."""
-    shown = _json_value(value)
+    shown = json_value(value)
     return "" if shown is None else shown if isinstance(shown, str) else repr(shown)
 
 
-def _text(value: float | None, digits: int) -> str:
+def text_value(value: float | None, digits: int) -> str:
     if value is None:
         return "-"
     if math.isinf(value):
@@ -47,9 +47,9 @@ def render(
     digits: int = 4,
 ) -> str:
     if fmt == "json":
-        document: dict[str, object] = {"aggregate": {str(m): _json_value(aggregate[m]) for m in measures}}
+        document: dict[str, object] = {"aggregate": {str(m): json_value(aggregate[m]) for m in measures}}
         if per_query is not None:
-            document["per_query"] = {q: {str(m): _json_value(v[m]) for m in measures}
+            document["per_query"] = {q: {str(m): json_value(v[m]) for m in measures}
                                      for q, v in per_query.items()}
         return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
     if fmt == "csv":
@@ -59,11 +59,11 @@ def render(
         entries = [*(per_query or {}).items(), ("all", aggregate)]
         for query, values in entries:
             for m in measures:
-                writer.writerow([query, str(m), _csv_value(values[m])])
+                writer.writerow([query, str(m), csv_value(values[m])])
         return buffer.getvalue()
     header = ["query", *(str(m) for m in measures)]
-    rows = [[q, *(_text(v[m], digits) for m in measures)] for q, v in (per_query or {}).items()]
-    rows.append(["all", *(_text(aggregate[m], digits) for m in measures)])
+    rows = [[q, *(text_value(v[m], digits) for m in measures)] for q, v in (per_query or {}).items()]
+    rows.append(["all", *(text_value(aggregate[m], digits) for m in measures)])
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in
                        enumerate(zip(row, widths, strict=True))) for row in [header, *rows]]

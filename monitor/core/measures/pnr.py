@@ -32,7 +32,12 @@ def ratio(measure: Measure, counts: PairCounts) -> float | None:
     return counts.pnr(cast(TieConvention, measure.param("ties")))
 
 
-PAIRS = PairRatio(list_pair_counts, ratio)
+def parts(measure: Measure, counts: PairCounts) -> tuple[float, float]:
+    """(positive pairs, discordant pairs): the ratio's numerator and denominator."""
+    return float(counts.positive(cast(TieConvention, measure.param("ties")))), float(counts.discordant)
+
+
+PAIRS = PairRatio(list_pair_counts, ratio, parts)
 
 DEFINITION = register(MeasureDefinition(
     MeasureSpec("PNR", "none", {"ties": ParamSpec(choice("positive", "skip", aliases=TIE_ALIASES), "positive",

@@ -89,10 +89,13 @@ BatchValue = Callable[[Measure, RankedBatch], FloatArray]
 class PairRatio:
     """An aggregate formed as a ratio of pair counts summed over the lists, never the mean of per-list
     ratios (PNR). ``counts``: one list's pair counts; ``ratio``: the measure's value of (summed) counts,
-    None where undefined. A list's own value is the ratio of its own counts (:meth:`value`)."""
+    None where undefined. A list's own value is the ratio of its own counts (:meth:`value`). ``parts``:
+    the (numerator, denominator) whose quotient ``ratio`` is, for the paired tests of ``monitor evaluate``
+    comparing runs (:mod:`monitor.core.paired`); without it, those tests are left out."""
 
     counts: Callable[[JudgedList], PairCounts]
     ratio: Callable[[Measure, PairCounts], float | None]
+    parts: Callable[[Measure, PairCounts], tuple[float, float]] | None = None
 
     def value(self, measure: Measure, judged: JudgedList) -> float | None:
         return self.ratio(measure, self.counts(judged))
