@@ -118,6 +118,18 @@ def _share(obj: dict[str, Any], kind: str) -> float | None:
     return number
 
 
+def _item_text(item: object, where: str, key: str, limits: Limits) -> str:
+    """The required text field ``key`` of the list item ``item`` at path ``where`` (an object)."""
+    if not isinstance(item, dict):
+        raise EventError(where, "expected an object", "wrong_type")
+    try:
+        text = _text(item, key, limits.max_id_chars)
+    except EventError as error:
+        raise EventError(f"{where}.{error.field}", error.reason, error.code) from None
+    assert text is not None
+    return text
+
+
 def _results(value: object, limits: Limits, name: str = "results") -> tuple[Result, ...]:
     """A list of results (an impression's ``results``, or a shadow list's: ``name`` is its path)."""
     if not isinstance(value, list):
@@ -132,13 +144,7 @@ def _results(value: object, limits: Limits, name: str = "results") -> tuple[Resu
     docs: set[str] = set()
     for i, item in enumerate(value):
         where = f"{name}[{i}]"
-        if not isinstance(item, dict):
-            raise EventError(where, "expected an object", "wrong_type")
-        try:
-            doc = _text(item, "doc_id", limits.max_id_chars)
-        except EventError as error:
-            raise EventError(f"{where}.{error.field}", error.reason, error.code) from None
-        assert doc is not None
+        doc = _item_text(item, where, "doc_id", limits)
         position = item.get("position")
         if isinstance(position, bool) or not isinstance(position, int):
             raise EventError(f"{where}.position", *_missing_or(position, "expected an integer"))
@@ -181,13 +187,7 @@ def _shadow(value: object, ranker: str, limits: Limits) -> tuple[ShadowList, ...
     seen = {ranker}
     for i, item in enumerate(value):
         where = f"shadow[{i}]"
-        if not isinstance(item, dict):
-            raise EventError(where, "expected an object", "wrong_type")
-        try:
-            name = _text(item, "ranker", limits.max_id_chars)
-        except EventError as error:
-            raise EventError(f"{where}.{error.field}", error.reason, error.code) from None
-        assert name is not None
+        name = _item_text(item, where, "ranker", limits)
         if name in seen:
             whose = "the impression's own ranker" if name == ranker else "an earlier shadow list's ranker"
             raise EventError(f"{where}.ranker", f"{_show(name)} is {whose}", "duplicate_ranker")
