@@ -1,7 +1,7 @@
 """The shadow (paired) comparison as a canary comparison: from a history's ``bucket|R|shadow`` groups to
 comparisons of kind "shadow" (equal → pass, never a regression; 10% worse → regression; a shadow at 0 →
 regression at once), the checks not applicable, ended by a canary_end, the canary's comparisons
-unchanged beside it; its gauges, ``monitor canary`` rows, alerts and the demo's lines."""
+unchanged beside it; its gauges, ``monitor canary`` rows, alerts, the demo's lines and the rollup."""
 
 from __future__ import annotations
 
@@ -17,13 +17,18 @@ from monitor.core.canary.alerts import AlertBook, AlertConfig, check_note
 from monitor.core.canary.paired import paired_stats
 from monitor.core.canary.shadow import NOT_APPLICABLE
 from monitor.core.events import Deploy
+from monitor.core.grades import FOUR_LEVEL_SCALE
+from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.history import History
 from monitor.core.stream.stats import Stats
 from monitor.demo.summary import render_summary
 from monitor.demo.verdict_rows import VerdictRow
 from monitor.demo.view import verdict_lines
 from monitor.export.verdict_gauges import CanaryCollector
+from monitor.store.memory import MemoryPipeline
 from monitor.worker.canary_cli import rows, table
+from monitor.worker.rollup import Rollup, RollupBody, decode, encode
+from monitor.worker.verdicts import Verdicts
 
 WIDTH = 900.0
 Shadow = Callable[[np.random.Generator, float], float]
@@ -222,3 +227,11 @@ def test_the_demo_shows_a_shadow_candidate_beside_the_canary() -> None:
         "sessions": {k: 0 for k in ("impressions", "sampled", "scored", "expired", "rescored", "corrections")},
         "verdicts": [r.to_json() for r in shadow_rows], "overall": [], "alerts": []})
     assert "tail   dcg  ~cand" in text and "~: a shadow candidate" in text
+
+
+def test_a_shadow_comparison_survives_the_rollup_with_its_checks_not_applicable() -> None:
+    found = list(shadows(history_of(WORSE)).values())
+    snapshot = MemoryPipeline(StreamConfig(), FOUR_LEVEL_SCALE, partitions=1).snapshot()
+    rollup = Rollup(RollupBody(snapshot, Verdicts(found, []), 0, 0), 1.0, 0.0, 2.0, "x")
+    back = decode(encode(rollup), StreamConfig()).shared.verdicts.comparisons
+    assert back == found and all(not c.applicable for c in back[0].verdict.checks)
