@@ -361,7 +361,8 @@ def verdicts(lay: Layout, pair: str) -> list[Json]:
                "(search_relevance_canary_sample_ratio_mismatch)? MISMATCH: no, and the pair's verdicts "
                "cannot be trusted (runbook SearchRelevanceSampleRatioMismatch; the size is "
                "search_relevance_canary_sample_ratio). NOT CHECKED: no share declared (canary_start "
-               "`share`, canary_share events) or a deploy.",
+               "`share`, canary_share events), a deploy, or a shadow (kind shadow: both lists of the same "
+               "sessions, no split to check).",
                checked_per_bucket("search_relevance_canary_sample_ratio_mismatch", buckets),
                "{{bucket}}", check_mappings("MISMATCH", "OK", "NOT CHECKED"), CHECK_STEPS),
         status(lay, "Query mix check",
@@ -369,7 +370,8 @@ def verdicts(lay: Layout, pair: str) -> list[Json]:
                "(search_relevance_canary_covariate_imbalance)? IMBALANCED: no, and the DCG verdict "
                "compares per-session means without the adjustment for query difficulty (runbook "
                "SearchRelevanceCovariateImbalance). NOT CHECKED: the DCG verdict is not adjusted (no query "
-               "with history before the period, or the adjustment is off).",
+               "with history before the period, or the adjustment is off), or a shadow (kind shadow: "
+               "both lists of the same sessions, so of the same queries).",
                checked_per_bucket("search_relevance_canary_covariate_imbalance", buckets),
                "{{bucket}}", check_mappings("IMBALANCED", "BALANCED", "NOT CHECKED"), CHECK_STEPS),
     ]
@@ -434,7 +436,9 @@ def canary() -> Json:
                        default="1h"),
     ]
     return dashboard("srm-canary", "Search relevance: canary comparison",
-                     "A candidate ranker against its baseline per bucket and metric: estimate with its "
+                     "A candidate ranker against its baseline per bucket and metric (kind canary, deploy, or "
+                     "shadow: a shadow candidate against the lists served to the same sessions, baseline "
+                     "served): estimate with its "
                      "interval, verdict, evidence over time; the overall verdict per bucket and the "
                      "sample-ratio and query-mix checks.",
                      variables, deploys("$ranker|$baseline"), panels)

@@ -149,9 +149,13 @@ def render_summary(summary: dict[str, Any]) -> str:
                      "sessions control/canary".ljust(94) + "adjusted for query difficulty")
         for v in summary["verdicts"]:
             interval = f"[{_pct(v['lower'])}, {_pct(v['upper'])}]"
-            lines.append(f"{v['bucket']:<6} {v['metric']:<4} {v['candidate'][:13]:<13} {v['verdict']:<13} "
+            name = f"~{v['candidate']}" if v.get("kind") == "shadow" else v["candidate"]
+            lines.append(f"{v['bucket']:<6} {v['metric']:<4} {name[:13]:<13} {v['verdict']:<13} "
                          f"{_pct(v['estimate']):>7}  {interval:<19} "
                          f"{v['n_baseline']:,}/{v['n_candidate']:,}".ljust(94) + _adjusted(v.get("adjusted")))
+        if any(v.get("kind") == "shadow" for v in summary["verdicts"]):
+            lines.append("~: a shadow candidate, its lists against the lists served to the same sessions "
+                         "(paired; sessions: the same on both sides)")
         lines.append("")
         lines += overall_lines(summary.get("overall", []))
     else:

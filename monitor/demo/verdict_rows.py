@@ -59,7 +59,8 @@ class VerdictRow:
 def check_json(check: Check) -> dict[str, Any]:
     return {"name": check.name, "flagged": check.flagged, "note": check_note(check),
             "estimate": check.estimate, "lower": check.lower, "upper": check.upper,
-            "evidence": check.evidence, "expected": check.expected, "detail": check.detail}
+            "evidence": check.evidence, "expected": check.expected, "detail": check.detail,
+            **({} if check.applicable else {"applicable": False})}
 
 
 @dataclass(frozen=True)

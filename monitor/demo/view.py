@@ -78,6 +78,9 @@ def render(engine: Engine, header: Header, window: str = VIEW_WINDOW) -> list[st
     if engine.verdicts:
         lines.append("canary vs control (since the canary started): relative change "
                      "[95% confidence sequence] verdict; the pair's overall verdict")
+        if any(v.kind == "shadow" for v in engine.verdicts):
+            lines.append("shadow: a candidate's lists against the lists served to the same sessions "
+                         "(paired; no user sees the candidate)")
         lines += verdict_lines(engine.verdicts)
     else:
         lines.append("canary: no canary deploy seen yet")

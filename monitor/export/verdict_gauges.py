@@ -22,8 +22,13 @@ events seen. Series (``docs/canary.md``):
 * ``search_relevance_deploy_timestamp_seconds`` {ranker, kind}: the latest event time per ranker and kind,
   deploys detected in the impressions included as ``kind="deploy"`` (Grafana annotations).
 
+A shadow comparison (:mod:`monitor.core.canary.shadow`) is exported like the others with ``kind="shadow"``
+and ``baseline="served"`` (the lists the sessions were served: a fixed value, not a ranker); its checks do
+not apply, so it has no check series.
+
 Ranker names are capped like the relevance series (:mod:`.labels`): the busiest ``max_rankers`` (by
-sessions compared, then name) keep their names, the rest become ``other``. Verdicts cannot be merged, so
+sessions compared, then name) keep their names, the rest become ``other`` (a shadow candidate's name
+too; its ``served`` baseline takes no place among them). Verdicts cannot be merged, so
 when several comparisons land on one label set the worst is shown (regression before inconclusive before
 pass, then the most candidate sessions; for a check: flagged first, then the most candidate sessions).
 An undefined value (None) leaves its series out; it is never 0.
@@ -37,6 +42,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from monitor.core.canary import Check, Comparison, Overall, overall
+from monitor.core.canary.shadow import SERVED, SHADOW
 from monitor.core.events import Deploy
 from monitor.export.label_values import cap_values
 
@@ -75,17 +81,21 @@ class CanaryCollector(Collector):
         found, deploys = self.source()
         weights: dict[str, float] = {}
         for c in found:
-            weights[c.baseline] = weights.get(c.baseline, 0.0) + c.verdict.n_baseline
+            if c.kind != SHADOW:  # a shadow's baseline is the served lists, not a ranker
+                weights[c.baseline] = weights.get(c.baseline, 0.0) + c.verdict.n_baseline
             weights[c.candidate] = weights.get(c.candidate, 0.0) + c.verdict.n_candidate
         for d in deploys:
             weights.setdefault(d.ranker, 0.0)
         names = cap_values(weights, self.max_rankers)
 
+        def baseline(c: Comparison | Overall) -> str:
+            return SERVED if c.kind == SHADOW else names[c.baseline]
+
         shown: dict[tuple[str, ...], Comparison] = {}
         for c in sorted(found, key=lambda c: (VERDICT_CODES[c.verdict.verdict], -c.verdict.n_candidate)):
-            shown.setdefault((c.bucket, c.metric, c.kind, names[c.baseline], names[c.candidate]), c)
+            shown.setdefault((c.bucket, c.metric, c.kind, baseline(c), names[c.candidate]), c)
         families = self._families()
-        self._pairs(found, names, families)
+        self._pairs(found, names, baseline, families)
         for labels, c in sorted(shown.items()):
             v = c.verdict
             values = {"estimate": v.estimate, "lower": v.lower, "upper": v.upper, "evidence": v.evidence,
@@ -115,11 +125,12 @@ class CanaryCollector(Collector):
         yield from self._families().values()
 
     @staticmethod
-    def _pairs(found: Sequence[Comparison], names: dict[str, str], families: dict[str, GaugeMetricFamily]
+    def _pairs(found: Sequence[Comparison], names: dict[str, str],
+               baseline: Callable[[Comparison | Overall], str], families: dict[str, GaugeMetricFamily]
                ) -> None:
         """The per-pair series: the overall verdict and the checks (module docstring)."""
         def pair(x: Comparison | Overall) -> tuple[str, ...]:
-            return x.bucket, x.kind, names[x.baseline], names[x.candidate]
+            return x.bucket, x.kind, baseline(x), names[x.candidate]
 
         verdicts: dict[tuple[str, ...], Overall] = {}
         for o in sorted(overall(found), key=lambda o: (VERDICT_CODES[o.verdict], -o.n_candidate)):
@@ -128,7 +139,7 @@ class CanaryCollector(Collector):
             families["overall_verdict"].add_metric(list(labels), VERDICT_CODES[o.verdict])
         checks: dict[tuple[str, tuple[str, ...]], tuple[Check, int]] = {}
         for c in found:
-            for check in c.verdict.checks:
+            for check in (check for check in c.verdict.checks if check.applicable):
                 key = (check.name, pair(c))
                 held = checks.get(key)
                 if held is None or (check.flagged, c.verdict.n_candidate) > (held[0].flagged, held[1]):

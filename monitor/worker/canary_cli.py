@@ -9,10 +9,14 @@ when one is, 2 on a bad setting or when no comparison matches (so a release scri
 The table gives each pair's metrics, then its ``overall`` verdict (regression if any metric regressed,
 pass only if every one passed); ``checks`` says which checks ran and what they found (``SRM −9.6%``: the
 canary's share of impressions is 9.6% below the declared one; ``imbalance −4.8%``: the arms' queries
-differ, the DCG verdict is not adjusted; ``ratio ok``, ``balance ok``), and a verdict that cannot be
-trusted (a sample-ratio mismatch) reads ``(untrusted)``. The details of a flagged check follow the table.
+differ, the DCG verdict is not adjusted; ``ratio ok``, ``balance ok``; ``ratio n/a``, ``balance n/a``: the
+check does not apply), and a verdict that cannot be trusted (a sample-ratio mismatch) reads ``(untrusted)``.
+A shadow candidate (kind ``shadow``, :mod:`monitor.core.canary.shadow`) is compared with the lists served
+to the same sessions: baseline ``served``, its sessions both arms' count. The details of a flagged check
+follow the table.
 ``--json`` gives one object per comparison with its reason, ``trusted``, ``checks`` (each with its
-numbers and ``detail``) and its pair's ``overall`` verdict.
+numbers and ``detail``; ``"applicable": false`` on a check that does not apply) and its pair's ``overall``
+verdict.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from monitor.core.canary import Check, Comparison, Overall, overall
+from monitor.core.canary import KINDS, Check, Comparison, Overall, overall
 from monitor.core.canary.alerts import check_note
 from monitor.worker.settings import SettingsError, load_settings, refused
 
@@ -36,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--candidate", help="the new ranker (default: every candidate)")
     parser.add_argument("--baseline", help="the ranker it is compared with (default: every baseline)")
-    parser.add_argument("--kind", choices=["canary", "deploy"], help="canary vs control, or after vs before")
+    parser.add_argument("--kind", choices=list(KINDS),
+                        help="canary vs control, after vs before a deploy, or shadow vs served lists")
     parser.add_argument("--json", action="store_true", help="JSON instead of a table")
     parser.add_argument("--direct", action="store_true",
                         help="compute the verdicts from the partitions now instead of reading the workers' "
@@ -52,7 +57,8 @@ def _pct(x: float | None) -> str:
 def check_json(check: Check) -> dict[str, Any]:
     return {"name": check.name, "flagged": check.flagged, "note": check_note(check),
             "estimate": check.estimate, "lower": check.lower, "upper": check.upper,
-            "evidence": check.evidence, "expected": check.expected, "detail": check.detail}
+            "evidence": check.evidence, "expected": check.expected, "detail": check.detail,
+            **({} if check.applicable else {"applicable": False})}
 
 
 def overall_json(o: Overall) -> dict[str, Any]:

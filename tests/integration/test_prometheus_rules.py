@@ -142,6 +142,10 @@ def test_alertmanager_inhibits_the_threshold_and_the_copies(alertmanager_url: st
     post(alertmanager_url, test_id, "SearchRelevanceDCGDrop", bucket="torso")  # a PNR regression: not the cause
     post(alertmanager_url, test_id, "SearchRelevanceLabelsStalled", bucket="head")
     post(alertmanager_url, test_id, "SearchRelevanceDCGDrop", bucket="head")
+    # a shadow's DCG regression serves no user: it explains no DCG drop of its bucket
+    post(alertmanager_url, test_id, "SearchRelevanceCanaryRegression", bucket="shadowed", metric="dcg",
+         kind="shadow", ranker="ranker-c", baseline="served")
+    post(alertmanager_url, test_id, "SearchRelevanceDCGDrop", bucket="shadowed")
     # the checks: one alert per pair, with kind and no metric
     post(alertmanager_url, test_id, "SearchRelevanceSampleRatioMismatch", bucket="tail", kind="canary", **pair)
     post(alertmanager_url, test_id, "SearchRelevanceSampleRatioMismatchExported", bucket="tail", kind="canary",
@@ -159,6 +163,8 @@ def test_alertmanager_inhibits_the_threshold_and_the_copies(alertmanager_url: st
         ("SearchRelevanceDCGDrop", "torso", ""): ("active", False),
         ("SearchRelevanceLabelsStalled", "head", ""): ("active", False),
         ("SearchRelevanceDCGDrop", "head", ""): ("suppressed", True),
+        ("SearchRelevanceCanaryRegression", "shadowed", "dcg"): ("active", False),
+        ("SearchRelevanceDCGDrop", "shadowed", ""): ("active", False),  # not inhibited by a shadow
         ("SearchRelevanceSampleRatioMismatch", "tail", "canary"): ("active", False),
         ("SearchRelevanceSampleRatioMismatchExported", "tail", "canary"): ("suppressed", True),
         ("SearchRelevanceCovariateImbalance", "head", "canary"): ("active", False),

@@ -3,11 +3,12 @@
 ``compare`` gives one :class:`Verdict` (pass / regression / inconclusive, the relative change with its
 confidence sequence and the evidence) from two groups' Stats; ``comparisons`` (a function of
 :mod:`.pairing`) pairs the groups (canary vs control, after vs before a deploy, deploys detected by
-:mod:`.detection` too) over
-their periods, from the epochs of a :class:`~monitor.core.stream.history.History`, and compares each pair
-on DCG and PNR (:mod:`.judging`), with the checks of :mod:`.checks`; :mod:`.overall` gives each pair one
-verdict over its metrics; :mod:`.alerts` turns comparisons into alerts. Pure: numpy/math only, time is
-passed in. The method, its defaults and its benchmark are in ``docs/canary.md``.
+:mod:`.detection` too, and a shadow candidate's lists vs the served ones of the same sessions:
+:mod:`.shadow`) over their periods, from the epochs of a :class:`~monitor.core.stream.history.History`,
+and compares each pair on DCG and PNR (:mod:`.judging`), with the checks of :mod:`.checks`;
+:mod:`.overall` gives each pair one verdict over its metrics; :mod:`.alerts` turns comparisons into
+alerts. Pure: numpy/math only, time is passed in. The method, its defaults and its benchmark are in
+``docs/canary.md``.
 """
 
 from monitor.core.canary.checks import Check

@@ -1,12 +1,15 @@
 """From comparisons to alerts: which should fire, what they say, and when they resolve (time passed in).
 
 A comparison whose verdict is "regression" is an alert named ``SearchRelevanceCanaryRegression`` (canary
-vs control) or ``SearchRelevanceDeployRegression`` (after vs before a deploy), with labels ``alertname,
-severity, bucket, metric, ranker`` (the candidate) and ``baseline``. Annotations: ``summary`` (effect and
+vs control, and a shadow candidate vs the served lists) or ``SearchRelevanceDeployRegression`` (after vs
+before a deploy), with labels ``alertname, severity, bucket, metric, ranker`` (the candidate) and
+``baseline``; a shadow's also ``kind="shadow"`` (baseline ``served``, severity ``shadow_severity``), so
+that on-call sees no user is served by the candidate. Annotations: ``summary`` (effect and
 interval), ``description``, ``runbook_url``, ``dashboard_url``. Prometheus raises copies from the exported
 verdict (``deploy/prometheus/rules/canary.yml``: ``SearchRelevanceCanaryVerdictRegression``,
 ``SearchRelevanceDeployVerdictRegression``, same labels otherwise); Alertmanager inhibits a copy while
-this direct alert fires, so the copy notifies only when the direct path is missing.
+this direct alert fires, so the copy notifies only when the direct path is missing. A shadow's
+regression has no Prometheus copy (those rules select ``kind="canary"`` and ``kind="deploy"``).
 
 A flagged check of a pair (:mod:`.checks`) is an alert too, one per pair whatever the metrics that carry
 it: ``SearchRelevanceSampleRatioMismatch`` (the canary's share of impressions is not the declared one:
@@ -39,7 +42,8 @@ from dataclasses import dataclass, field
 from monitor.core.canary.checks import Check
 from monitor.core.canary.pairing import Comparison
 
-ALERTNAMES = {"canary": "SearchRelevanceCanaryRegression", "deploy": "SearchRelevanceDeployRegression"}
+ALERTNAMES = {"canary": "SearchRelevanceCanaryRegression", "deploy": "SearchRelevanceDeployRegression",
+              "shadow": "SearchRelevanceCanaryRegression"}
 #: Check name (:class:`~monitor.core.canary.checks.Check`) → the direct alert raised while it is flagged.
 CHECK_ALERTNAMES = {"sample_ratio": "SearchRelevanceSampleRatioMismatch",
                     "covariate_balance": "SearchRelevanceCovariateImbalance"}
@@ -64,9 +68,11 @@ class AlertConfig:
     resolve_after: float = 900.0
     alpha: float = 0.05
     check_severity: str = "warning"  # sample-ratio mismatch and covariate imbalance
+    shadow_severity: str = "warning"  # a shadow candidate's regression: no user is served by it
 
     def __post_init__(self) -> None:
-        for name in ("runbook_base", "canary_severity", "deploy_severity", "check_severity"):
+        for name in ("runbook_base", "canary_severity", "deploy_severity", "check_severity",
+                     "shadow_severity"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise ValueError(f"{name}: expected a non-empty string, got {value!r}")
@@ -107,9 +113,14 @@ def _signed(x: float) -> str:
 
 
 def labels_of(comparison: Comparison, config: AlertConfig) -> dict[str, str]:
-    severity = config.canary_severity if comparison.kind == "canary" else config.deploy_severity
-    return {"alertname": ALERTNAMES[comparison.kind], "severity": severity, "bucket": comparison.bucket,
-            "metric": comparison.metric, "ranker": comparison.candidate, "baseline": comparison.baseline}
+    """A regression's labels; a shadow's also ``kind="shadow"`` (its baseline is ``served``)."""
+    severity = {"canary": config.canary_severity, "shadow": config.shadow_severity}.get(
+        comparison.kind, config.deploy_severity)
+    out = {"alertname": ALERTNAMES[comparison.kind], "severity": severity, "bucket": comparison.bucket,
+           "metric": comparison.metric, "ranker": comparison.candidate, "baseline": comparison.baseline}
+    if comparison.kind == "shadow":
+        out["kind"] = "shadow"
+    return out
 
 
 def annotations_of(comparison: Comparison, config: AlertConfig) -> dict[str, str]:
@@ -121,7 +132,12 @@ def annotations_of(comparison: Comparison, config: AlertConfig) -> dict[str, str
     interval = ("" if v.lower is None or v.upper is None
                 else f" ({(1 - config.alpha) * 100:g}% CS {_signed(v.lower)} … {_signed(v.upper)})")
     summary = f"{c.bucket} {title}: {c.candidate} is {size}{direction} {c.baseline}{interval}"
-    if c.kind == "canary":
+    if c.kind == "shadow":
+        summary = f"{c.bucket} {title}: shadow {c.candidate} is {size}{direction} the served lists{interval}"
+        setting = (f"Shadow candidate {c.candidate} against the lists served for the same {v.n_candidate} "
+                   f"sessions on {c.bucket} queries (paired: each session scored for both). No user is "
+                   f"served by {c.candidate}.")
+    elif c.kind == "canary":
         setting = (f"Canary {c.candidate} against control {c.baseline} on {c.bucket} queries, "
                    f"{v.n_candidate} canary and {v.n_baseline} control sessions.")
     else:
@@ -129,8 +145,9 @@ def annotations_of(comparison: Comparison, config: AlertConfig) -> dict[str, str
                    f"{v.n_candidate} and {v.n_baseline} sessions. Before and after also differ in time "
                    f"(time of day, query mix): weaker evidence than a canary.")
     evidence = "" if v.evidence is None else f" Evidence against no change: log Λ = {v.evidence:.1f}."
-    action = ("Stop the canary unless the dashboard shows a labelling problem." if c.kind == "canary"
-              else "Consider a rollback; confirm on the dashboard first.")
+    action = {"canary": "Stop the canary unless the dashboard shows a labelling problem.",
+              "shadow": f"Do not promote {c.candidate} to a canary or deploy; confirm on the dashboard."}.get(
+                  c.kind, "Consider a rollback; confirm on the dashboard first.")
     description = (f"{setting} Mean {title} {size}{'lower' if direction == 'below' else 'higher'}"
                    f"{interval.replace(' CS ', ' confidence sequence, valid at every look: ')}."
                    f"{evidence} {action}")
@@ -144,8 +161,11 @@ def annotations_of(comparison: Comparison, config: AlertConfig) -> dict[str, str
 
 def check_note(check: Check) -> str:
     """A check in a few words, for tables: ``SRM −9.6%`` or ``imbalance −4.8%`` when flagged (the
-    relative difference seen), ``ratio ok`` or ``balance ok`` when it ran and found nothing."""
+    relative difference seen), ``ratio ok`` or ``balance ok`` when it ran and found nothing, ``ratio n/a`` or
+    ``balance n/a`` when it does not apply (a shadow comparison)."""
     flagged, fine = CHECK_WORDS.get(check.name, (check.name, f"{check.name} ok"))
+    if not check.applicable:
+        return fine.replace(" ok", " n/a")
     if not check.flagged:
         return fine
     return flagged if check.estimate is None else f"{flagged} {_signed(check.estimate)}"

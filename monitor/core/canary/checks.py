@@ -57,7 +57,9 @@ class Check:
     declared one, −1; balance: the candidate's mean covariate over the baseline's, −1); ``lower``,
     ``upper``: its (1 − α) confidence sequence where one is defined (balance); ``evidence``: the log Bayes
     factor (sample ratio) or log mixture likelihood ratio (balance) against "no mismatch", at the last
-    look; ``expected``: the declared share (sample ratio); ``detail``: what was seen, in words."""
+    look; ``expected``: the declared share (sample ratio); ``detail``: what was seen, in words;
+    ``applicable``: False for a check that cannot apply to the comparison (a shadow's: :mod:`.shadow`),
+    carried so that it reads "not applicable", never flagged, and left out of the exported series."""
 
     name: CheckName
     flagged: bool
@@ -67,6 +69,7 @@ class Check:
     evidence: float | None
     expected: float | None
     detail: str
+    applicable: bool = True
 
 
 def _lbeta(a: FloatArray, b: FloatArray) -> FloatArray:

@@ -16,6 +16,9 @@ seen (any order). Per bucket:
   ``CanaryConfig.baseline_window`` before the deploy, up to its epoch; each the sum of the ``control``
   and unlabelled (``""``) groups. Such a comparison is weaker evidence than a canary (before and after
   differ in time too), and it ends when a newer ``deploy`` names R as its ``previous`` (R was replaced).
+* **shadow** (kind ``"shadow"``): every ranker R with a ``shadow`` group (paired sums of the sessions
+  whose shadow list of R was scored) against the lists those sessions were served (baseline ``served``),
+  from the first epoch of the group, judged paired (:mod:`.shadow`).
 
 Deploys without an event are detected from the impressions (:mod:`.detection`) and join the deploy
 events.
@@ -46,13 +49,14 @@ from monitor.core.canary.covariates import Adjustment, covariates, query_epochs
 from monitor.core.canary.detection import detect_deploys, every_deploy
 from monitor.core.canary.estimates import METRICS
 from monitor.core.canary.judging import Epochs, judge, total
+from monitor.core.canary.shadow import SERVED, SHADOW, shadow_verdicts
 from monitor.core.canary.verdict import Verdict
 from monitor.core.events import BUCKETS, Deploy
 from monitor.core.stream.history import History
 from monitor.core.stream.session import split_group
 from monitor.core.stream.stats import Stats
 
-KINDS = ("canary", "deploy")
+KINDS = ("canary", "deploy", SHADOW)
 PLAIN_VARIANTS = ("", "control")
 ENDINGS = ("rollback", "canary_end")
 
@@ -88,11 +92,12 @@ def _bucket_order(bucket: str) -> tuple[int, str]:
 
 def first_epoch(history: History, deploys: Sequence[Deploy], config: CanaryConfig) -> int | None:
     """The oldest epoch any comparison may read (a reader need not load older ones); None: no deploy
-    event and no canary seen, so no epoch is needed."""
+    event, no canary and no shadow seen (arm ``shadow`` of ``History.seen``, where the stream records
+    one), so no epoch is needed."""
     every = every_deploy(history, deploys)
     starts = [d.ts for d in every if d.kind == "canary_start"]
     starts.extend(d.ts - config.baseline_window for d in every if d.kind == "deploy" and d.previous)
-    starts.extend(first for (arm, _), (first, _) in history.seen.items() if arm == "canary")
+    starts.extend(first for (arm, _), (first, _) in history.seen.items() if arm in ("canary", SHADOW))
     before = config.covariate_window if config.adjust_queries else 0.0  # the covariate's own history
     return history.epoch(min(starts) - before) if starts else None
 
@@ -105,6 +110,9 @@ def comparisons(history: History, deploys: Sequence[Deploy], config: CanaryConfi
     for bucket in sorted(buckets, key=_bucket_order):
         out.extend(_canaries(bucket, history, events, config))
         out.extend(_deploys(bucket, history, events, config))
+        endings = [(d.ranker, d.ts) for _, d in events if d.kind in ENDINGS]
+        out.extend(Comparison(bucket, metric, SHADOW, SERVED, ranker, verdict)
+                   for ranker, metric, verdict in shadow_verdicts(bucket, history, endings, config))
     kinds = {kind: i for i, kind in enumerate(KINDS)}
     metrics = {metric: i for i, metric in enumerate(METRICS)}
     return sorted(out, key=lambda c: (_bucket_order(c.bucket), kinds[c.kind], c.candidate, c.baseline,
