@@ -255,3 +255,18 @@ def test_one_and_four_partitions_give_the_same_paired_totals() -> None:
     assert one and set(one) == set(four)
     for group in one:
         assert one[group] == pytest.approx(four[group], rel=1e-12, abs=1e-9)
+
+
+def test_the_exporter_counts_paired_sessions_and_shows_no_served_gauge_for_a_paired_group() -> None:
+    from prometheus_client.registry import CollectorRegistry
+
+    from monitor.export.prometheus import RelevanceCollector
+    _, events = stream(n=120)
+    pipeline = run(with_lists(events, two_lists))
+    registry = CollectorRegistry()
+    registry.register(RelevanceCollector(pipeline.snapshot))
+    samples = [s for m in registry.collect() for s in m.samples]
+    paired = [s for s in samples if s.labels.get("variant") == "shadow"]
+    assert {s.name for s in paired} == {"search_relevance_shadow_scored_total"}
+    assert {s.labels["ranker"] for s in paired} == {"rot", "rev"}
+    assert sum(s.value for s in paired) == sum(v for c, v in pipeline.counters.items() if c.name == "shadow_scored")
