@@ -192,6 +192,30 @@ def two_lists(docs: list[str]) -> Lists:
     return [("rot", docs[1:] + docs[:1]), ("rev", docs[::-1])]
 
 
+def with_pool(events: Events) -> Events:
+    """``with_lists(two_lists)`` and a third list, ``pool``: eight documents of the query that other
+    sessions showed and this one did not (graded, if at all, by those sessions: shared grades, often
+    after this session's own), four documents no session shows (never graded), then the served documents:
+    a list that reaches the coverage minimum in some sessions, not in others."""
+    shown_for: dict[str, list[str]] = {}
+    for topic, _, value in events:
+        if topic == "impressions":
+            body = json.loads(value)
+            shown_for.setdefault(body["query"], []).extend(r["doc_id"] for r in body["results"])
+    out = []
+    for topic, key, value in with_lists(events, two_lists):
+        if topic == "impressions":
+            body = json.loads(value)
+            docs = [r["doc_id"] for r in body["results"]]
+            foreign = [d for d in dict.fromkeys(shown_for[body["query"]]) if d not in docs][:8]
+            listed = foreign + [f"unseen-{body['session_id']}-{i}" for i in range(4)] + docs
+            body["shadow"].append({"ranker": "pool", "results": [{"doc_id": d, "position": i}
+                                                                 for i, d in enumerate(listed, 1)]})
+            value = json.dumps(body).encode()
+        out.append((topic, key, value))
+    return out
+
+
 def run(events: Events, partitions: int = 1, config: StreamConfig = CONFIG) -> MemoryPipeline:
     pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=partitions, prune_every=10**9,
                               clock=lambda: None)
@@ -234,14 +258,20 @@ def test_paired_sums_equal_a_recomputation_from_final_labels(partitions: int) ->
     are those of each session's final grades (brute force over the simulator's truth), in 1 or 4
     partitions alike."""
     result, events = stream()
-    shadowed = with_lists(events, two_lists)
+    shadowed = with_pool(events)
     pipeline = run(shadowed, partitions)
     expected = recompute_paired(result, shadow_of(shadowed))
     got = paired_totals(pipeline)
-    assert set(got) == set(expected) and len(expected) >= 4
+    assert set(got) == set(expected) and len(expected) >= 6
     for group, want in expected.items():
         assert got[group] == pytest.approx(want, rel=1e-9, abs=1e-9), group
     assert sum(w["pair_n"] for w in expected.values()) > 100
+    scored_served = sum(s.get("sessions", 0.0) for g, s in pipeline.snapshot().totals().items()
+                        if not g.endswith("|shadow"))
+    assert sum(w["pair_n"] for w in expected.values()) < 3 * scored_served  # some (pool) lists below the minimum
+    history = pipeline.history().totals()  # the canary's history carries the paired sums per epoch
+    for group, want in expected.items():
+        assert history[group] == pytest.approx(want, rel=1e-9, abs=1e-9), group
     scored = sum(v for c, v in pipeline.counters.items() if c.name == "shadow_scored")
     assert scored >= sum(w["pair_n"] for w in expected.values())
     rescored = sum(v for c, v in pipeline.counters.items() if c.name == "rescored")
@@ -250,7 +280,7 @@ def test_paired_sums_equal_a_recomputation_from_final_labels(partitions: int) ->
 
 def test_one_and_four_partitions_give_the_same_paired_totals() -> None:
     _, events = stream(seed=11)
-    shadowed = with_lists(events, two_lists)
+    shadowed = with_pool(events)
     one, four = paired_totals(run(shadowed, 1)), paired_totals(run(shadowed, 4))
     assert one and set(one) == set(four)
     for group in one:
