@@ -97,9 +97,11 @@ def test_a_shadow_list_below_the_minimum_pairs_when_a_late_label_lifts_it_and_th
     assert (Counter("shadow_scored", GROUP), 1.0) not in fixed.counters  # only when first added
 
 
-def test_an_expiry_takes_the_paired_contribution_back() -> None:
-    """A scored session whose served coverage falls below the minimum (a grade retracted cannot happen;
-    here: a pair exists only while the served list is scored, so an expired session has none)."""
+def test_an_expired_session_has_no_pair_until_a_late_label_scores_it() -> None:
+    """A pair exists only while the served list is scored: a session that expires (its served coverage
+    below the minimum, its shadow list complete) adds none, and pairs when a late label scores it. (A
+    scored session is never expired again, it is re-scored; :func:`_expire` takes any pair back all the
+    same, checked directly at the end.)"""
     config = StreamConfig(k={"head": 3, "torso": 3, "tail": 3}, min_coverage=0.6, join_window=10.0,
                           budget={"head": 1e9, "torso": 1e9, "tail": 1e9}, share_session_grades=False)
     record = step(show(("a", "b", "c"), ("cand", ("a", "d", "e"))), Loaded(), config,
@@ -112,8 +114,6 @@ def test_an_expiry_takes_the_paired_contribution_back() -> None:
     late = grade(record, config, ts=600.0, b=0)  # served 2/3 ≥ 0.6: scored, and paired
     [(group, back, added)] = paired_deltas(late)
     assert record.status == "scored" and (group, back) == (GROUP, False) and added["pair_n"] == 1.0
-    # the pair is taken back with the served contribution when the session expires again (by hand: the
-    # machine's rule for a scored session below the minimum is a re-score, so expire it directly)
     from monitor.core.stream.join import _expire
     out = Transition(watermark=600.0)
     _expire(record, out)
@@ -134,8 +134,7 @@ def test_the_streams_paired_fields_are_the_canarys(values: list[float]) -> None:
 
 def test_the_request_asks_for_the_union_once_each_and_counts_it() -> None:
     event = show(("a", "b", "c"), ("cand", ("c", "d", "a")), ("cand2", ("e", "d", "b")))
-    early = Loaded(early_labels={"s1": {}}.get("s1") or {"b": 2})
-    t = step(event, early, K3, FOUR_LEVEL_SCALE)
+    t = step(event, Loaded(early_labels={"b": 2}), K3, FOUR_LEVEL_SCALE)
     record = t.records[0]
     assert record.union() == ["a", "b", "c", "d", "e"]
     [request] = t.requests

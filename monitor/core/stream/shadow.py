@@ -13,10 +13,10 @@ discordant pairs: the served contribution's own fields) and of the shadow list
 (the same measures, :func:`~monitor.core.stream.stats.session_stats` on the shadow list with the same
 grades and k) to the group :func:`shadow_group` (``bucket|candidate|shadow``), at the session's ``ts``.
 The previous paired contributions (``SessionRecord.shadow_contributions``) are taken back first, with
-``Delta(..., take_back=True)``, exactly as the served one; a session that expires has none (its paired
-contributions, if it had been scored before, are taken back: a pair needs both lists scored), and gets
-them again if a late label scores it. So the paired sums, like the served ones, depend only on each
-session's impression and final grades.
+``Delta(..., take_back=True)``, exactly as the served one. A pair needs the served list scored: a
+session that expires adds none, and pairs when a late label scores it (a scored session is never expired
+again, it is re-scored; an expiry would take its pairs back all the same, :func:`take_back_paired`).
+So the paired sums, like the served ones, depend only on each session's impression and final grades.
 """
 
 from __future__ import annotations
