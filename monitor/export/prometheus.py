@@ -45,10 +45,13 @@ COUNTERS = {
     "expired": "Sessions expired below the coverage minimum (first time)",
     "rescored": "Session contributions taken back for a re-score (corrections, late labels)",
     "corrections": "Labels that changed an earlier grade",
-    "judgments_requested": "Documents asked of annotators (sampled sessions' ungraded top-k documents)",
+    "judgments_requested": "Documents asked of annotators (sampled sessions' ungraded top-k documents, "
+                           "served and shadow lists' together)",
     "judgments_received": "Requested documents whose first grade for their session arrived",
-    "judgments_top_k": "Documents in sampled sessions' top k (what requests would list if no grade were "
-                       "reused)",
+    "judgments_top_k": "Documents in sampled sessions' top k, served and shadow lists' union (what requests "
+                       "would list if no grade were reused)",
+    "shadow_scored": "Sessions whose shadow list of a candidate ranker (variant shadow) was paired with the "
+                     "served list (first time): both reached the coverage minimum",
 }
 LABELLED = {DEAD_LETTER: "dead_letters", LABELS_DROPPED: "labels_dropped",
             UNDECLARED: "undeclared_impressions"}
@@ -126,6 +129,8 @@ class RelevanceCollector(Collector):
                  families: dict[str, Family]) -> None:
         windows: dict[tuple[str, tuple[str, str, str]], Stats] = {}
         for (window, group), stats in snap.windows.items():
+            if not any(name in stats for name in FIELDS):  # a paired group's sums (bucket|candidate|shadow)
+                continue                                    # alone: no served statistic to show
             windows.setdefault((window, exported[group]), Stats()).add(stats)
         gauges = {key: families[name] for key, (name, _, _) in GAUGES.items()}
         for (window, (bucket, ranker, variant)), stats in sorted(windows.items()):

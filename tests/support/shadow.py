@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 Events = list[tuple[str, bytes, bytes]]
@@ -25,4 +26,31 @@ def with_shadow(events: Events) -> Events:
                               {"ranker": "cand-9", "results": shown(*reversed(docs))}]
             value = json.dumps(body, ensure_ascii=False).encode()
         out.append((topic, key, value))
+    return out
+
+
+Lists = list[tuple[str, list[str]]]
+
+
+def with_lists(events: Events, make: Callable[[list[str]], Lists]) -> Events:
+    """Every impression with the shadow lists ``make`` gives from its served documents (no scores)."""
+    out = []
+    for topic, key, value in events:
+        if topic == "impressions":
+            body = json.loads(value)
+            docs = [r["doc_id"] for r in body["results"]]
+            body["shadow"] = [{"ranker": ranker, "results": shown(*listed)} for ranker, listed in make(docs)]
+            value = json.dumps(body, ensure_ascii=False).encode()
+        out.append((topic, key, value))
+    return out
+
+
+def shadow_of(events: Events) -> dict[str, Lists]:
+    """Session id → its impression's shadow lists (ranker, documents in order), read from the events."""
+    out: dict[str, Lists] = {}
+    for topic, _, value in events:
+        if topic == "impressions":
+            body = json.loads(value)
+            out[body["session_id"]] = [(s["ranker"], [r["doc_id"] for r in s["results"]])
+                                       for s in body.get("shadow") or []]
     return out

@@ -68,3 +68,42 @@ def recompute(result, config: StreamConfig = CONFIG) -> dict[str, dict[str, floa
         group["neg"] += counts.discordant
         group["judged"] += len(judged)
     return out
+
+
+def recompute_paired(result, shadows: dict[str, list[tuple[str, list[str]]]],  # type: ignore[no-untyped-def]
+                     config: StreamConfig = CONFIG) -> dict[str, dict[str, float]]:
+    """Per ``bucket|candidate|shadow`` group, the paired sums (issue 28) from the simulator's ground truth:
+    a session whose served top k and a shadow list's top k both reach the coverage minimum with its final
+    grades adds its served and shadow DCG@k and (concordant, discordant) pairs, and their products
+    (``shadows``: each session's shadow lists, without scores: ranked by position; no stream code)."""
+    out: dict[str, dict[str, float]] = {}
+    shared = shared_by_query(result)
+    for sid, s in result.sessions.items():
+        labels = effective_labels(result, sid, config, shared)
+        k = config.k[s.bucket]
+        served = list(s.doc_ids[:k])
+        if sum(d in labels for d in served) / len(served) < config.min_coverage:
+            continue
+        x, cx, dx = _dcg_and_pairs(served, list(s.scores[:k]), labels, k)
+        for ranker, docs in shadows.get(sid, []):
+            top = docs[:k]
+            if sum(d in labels for d in top) / len(top) < config.min_coverage:
+                continue
+            y, cy, dy = _dcg_and_pairs(top, [-float(i) for i in range(1, len(top) + 1)], labels, k)
+            values = {"x": x, "y": y, "cx": cx, "dx": dx, "cy": cy, "dy": dy}
+            sums = out.setdefault(f"{s.bucket}|{ranker}|shadow", {})
+            row = {"pair_n": 1.0, **{f"pair_{n}": v for n, v in values.items()},
+                   "pair_xx": x * x, "pair_yy": y * y, "pair_xy": x * y}
+            parts = ["cx", "dx", "cy", "dy"]
+            row.update({f"pair_{a}_{b}": values[a] * values[b] for i, a in enumerate(parts) for b in parts[i:]})
+            for name, value in row.items():
+                sums[name] = sums.get(name, 0.0) + value
+    return out
+
+
+def _dcg_and_pairs(docs: list[str], scores: list[float], labels: dict[str, int],
+                   k: int) -> tuple[float, float, float]:
+    shown = [GAINS[labels[d]] if d in labels else 0.0 for d in docs]
+    judged = [i for i, d in enumerate(docs) if d in labels]
+    counts = pair_counts([labels[docs[i]] for i in judged], [scores[i] for i in judged])
+    return dcg(shown, k), float(counts.concordant), float(counts.discordant)

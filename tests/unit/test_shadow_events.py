@@ -3,10 +3,11 @@
 Validated as the impression's own ``results`` are, with their own field paths (``shadow[1].results[3].doc_id``),
 at most ``Limits.max_shadow_lists`` of them, each of a ranker distinct from the impression's and the others';
 the fast decoder gives exactly the reference's event or error; a list of an undeclared ranker is dropped and
-counted, never a dead letter; and the join ignores them for now (the same transitions and numbers)."""
+counted, never a dead letter; and the join keeps them and pairs them (tests/unit/test_shadow_join.py) without changing a served number."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import Any
@@ -23,7 +24,7 @@ from monitor.core.events import DEFAULT_LIMITS, Event, EventError, Impression, L
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.admission import declared_shadow
 from monitor.core.stream.config import StreamConfig
-from monitor.core.stream.counters import SHADOW_RANKER, UNDECLARED
+from monitor.core.stream.counters import SHADOW_RANKER, UNDECLARED, Counter
 from monitor.core.stream.transition import Transition
 from monitor.sim import SimConfig, simulate
 from monitor.store.memory import MemoryPipeline
@@ -262,7 +263,20 @@ def test_an_undeclared_shadow_ranker_never_makes_the_served_impression_a_dead_le
     assert pipeline.counter(UNDECLARED, label="ranker") == 0.0  # the served ranker is declared
 
 
-# -- the join ignores shadow lists (for now) -------------------------------------------------------------
+# -- the served numbers do not change with shadow lists --------------------------------------------------
+
+# over the union of the served and shadow top k: documents asked, their grades received, the union's size
+ASKED = {"judgments_requested", "judgments_received", "judgments_top_k"}
+
+
+def served(t: Transition) -> Transition:
+    """What a step does for the served lists: without the records (they also keep the shadow lists), the
+    paired deltas and counters, the requests and the counters of what they ask (compared apart)."""
+    return msgspec.structs.replace(
+        t, records=[], requests=[],
+        deltas=[d for d in t.deltas if not d.group.endswith("|shadow")],
+        counters=[(c, v) for c, v in t.counters if c.name not in ASKED and c.name != "shadow_scored"])
+
 
 def run(events: list[tuple[str, bytes, bytes]], config: StreamConfig,
         monkeypatch: pytest.MonkeyPatch) -> tuple[MemoryPipeline, list[Transition], int]:
@@ -288,19 +302,47 @@ def run(events: list[tuple[str, bytes, bytes]], config: StreamConfig,
 
 
 @pytest.mark.parametrize("pattern", [None, "ranker-[a-z]"])
-def test_the_join_gives_the_same_transitions_and_numbers_with_or_without_shadow_lists(
+def test_the_served_numbers_are_the_same_with_or_without_shadow_lists(
         pattern: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every step does for the served lists what it does without shadow lists (the same deltas, counters,
+    deadlines, closes); the shadow lists add only the paired groups (``bucket|candidate|shadow``), the
+    ``shadow_scored`` counter, and their documents to the requests and the judgments counters (each request's served documents are
+    those of the request without shadow lists; a session whose served top k was graded already asks for
+    its shadow documents alone)."""
     events = [(e.topic, e.key, e.value) for e in simulate(SimConfig(seed=4, n_sessions=250)).events]
     config = StreamConfig(ranker_pattern=pattern, budget={"head": 60.0, "torso": 40.0, "tail": 40.0})
     plain, plain_steps, none = run(events, config, monkeypatch)
     shadowed, shadow_steps, stepped = run(with_shadow(events), config, monkeypatch)
     assert none == 0 and stepped > 50  # the steps were given the shadow lists (the declared ones)
-    assert len(plain_steps) > 250 and shadow_steps == plain_steps
+    assert len(plain_steps) > 250 and [served(t) for t in shadow_steps] == [served(t) for t in plain_steps]
+    candidates = {"ranker-z"} if pattern else {"ranker-z", "cand-9"}
+    paired = {g for g in shadowed.snapshot().totals() if g.endswith("|shadow")}
+    assert paired and {g.split("|")[1] for g in paired} == candidates
     dropped = shadowed.counter(UNDECLARED, label="shadow_ranker")
     impressions = sum(v for c, v in plain.counters.items() if c.name == "impressions")
     assert dropped == (0.0 if pattern is None else impressions)  # cand-9, once per impression
-    assert {c: v for c, v in shadowed.counters.items() if c != SHADOW_RANKER} == plain.counters
-    assert shadowed.snapshot().totals() == plain.snapshot().totals()
-    assert list(shadowed.requests) == list(plain.requests) and plain.requests
-    assert shadowed.history() == plain.history()
+
+    def other(pipeline: MemoryPipeline) -> dict[Counter, float]:
+        return {c: v for c, v in pipeline.counters.items()
+                if c != SHADOW_RANKER and c.name not in ASKED and c.name != "shadow_scored"}
+    assert other(shadowed) == other(plain)
+    assert {g: s for g, s in shadowed.snapshot().totals().items() if g not in paired} == plain.snapshot().totals()
+    assert shadowed.windows().keys() - plain.windows().keys() == {(w, g) for w, g in shadowed.windows() if g in paired}
+    scored = sum(v for c, v in shadowed.counters.items() if c.name == "shadow_scored")
+    assert scored >= sum(s["pair_n"] for g, s in shadowed.snapshot().totals().items() if g in paired) > 0
+
+    asked = {r.session_id: r for r in shadowed.requests}
+    assert len(asked) == len(shadowed.requests) >= len(plain.requests) > 0
+    for request in plain.requests:  # the served documents asked, then the shadow lists' missing ones
+        mine = asked[request.session_id]
+        assert mine.docs[:len(request.docs)] == request.docs and len(set(mine.docs)) == len(mine.docs)
+        assert dataclasses.replace(mine, docs=[], judged=0) == dataclasses.replace(request, docs=[], judged=0)
+        assert mine.judged + len(mine.docs) >= request.judged + len(request.docs)  # the union's size
+    for name in ASKED:  # more documents asked: more received (a shadow document the annotators graded)
+        got = sum(v for c, v in shadowed.counters.items() if c.name == name)
+        assert got > sum(v for c, v in plain.counters.items() if c.name == name), name
+    requested = sum(v for c, v in shadowed.counters.items() if c.name == "judgments_requested")
+    assert requested == sum(len(r.docs) for r in shadowed.requests)
+    epochs = shadowed.history().epochs
+    assert {i: {g: s for g, s in e.items() if g not in paired} for i, e in epochs.items()} == plain.history().epochs
     assert not shadowed.dead_letters and not plain.dead_letters

@@ -12,7 +12,10 @@ Per event:
 * impression: bucket (carried, or estimated from the sketch), sampling within the bucket's budget (in
   sessions, or in judgments: see :func:`~monitor.core.stream.sampling.sampled`), then a pending session
   with an annotation request for the top-k documents not judged yet, or a scored one if early or
-  query-level labels already cover its top k; an impression of a variant or ranker the settings do not
+  query-level labels already cover its top k; with shadow lists, the session keeps their top k and its
+  request asks for the ungraded documents of the union of the served and shadow top k, and each scoring
+  of the served list adds the paired contributions of the shadow lists that reach the coverage minimum
+  (:mod:`~monitor.core.stream.shadow`); an impression of a variant or ranker the settings do not
   declare (:func:`undeclared`) is only counted, under ``other``, never sampled (or, by configuration, a
   dead letter before the step: :func:`~monitor.core.stream.admission.undeclared_error`);
 * session annotation: merged into the session (:func:`merge_grades`: the grade with the latest ``ts``
@@ -49,6 +52,7 @@ from monitor.core.stream.held_grades import Labels, merge_grades, shared_grades
 from monitor.core.stream.lean import counted_impression
 from monitor.core.stream.sampling import budget_period, sampled
 from monitor.core.stream.session import SessionRecord, query_key
+from monitor.core.stream.shadow import keep_shadow, score_paired, take_back_paired
 from monitor.core.stream.sketch import Cell, classify, estimate, sketch_cells
 from monitor.core.stream.stats import Stats, expired_stats, session_stats
 from monitor.core.stream.transition import AnnotationRequest, Delta, Loaded, Transition
@@ -75,12 +79,18 @@ def frequency_slices(ts: float, config: StreamConfig) -> range:
 
 
 def _judged(record: SessionRecord, scale: Scale) -> JudgedList:
+    return _list(record, record.docs, record.scores, scale)
+
+
+def _list(record: SessionRecord, docs: list[str], scores: list[float] | None, scale: Scale) -> JudgedList:
+    """A list of the session (its served top k, or a shadow list's) joined with the session's grades."""
     grades = {doc: scale.parse(level) for doc, level in record.effective().items()}
-    return JudgedList.build(record.docs, record.scores, grades, max_level(scale))
+    return JudgedList.build(docs, scores, grades, max_level(scale))
 
 
-def _score(record: SessionRecord, scale: Scale, now: float, out: Transition) -> None:
-    """Move a session to ``scored`` (or re-score it), taking back its previous contribution."""
+def _score(record: SessionRecord, scale: Scale, config: StreamConfig, now: float, out: Transition) -> None:
+    """Move a session to ``scored`` (or re-score it), taking back its previous contribution; then its
+    shadow lists' paired contributions (:func:`~monitor.core.stream.shadow.score_paired`)."""
     new = session_stats(_judged(record, scale), record.k)
     _take_back(record, out)
     if record.status != "scored":
@@ -90,6 +100,9 @@ def _score(record: SessionRecord, scale: Scale, now: float, out: Transition) -> 
     record.status, record.contribution = "scored", new
     out.deltas.append(Delta(record.ts, record.group, new))
     _query_delta(record, new, False, out)
+    if record.shadow_docs:
+        score_paired(record, new, lambda docs, scores: _list(record, docs, scores, scale),
+                     config.min_coverage, out)
 
 
 def _expire(record: SessionRecord, out: Transition) -> None:
@@ -99,6 +112,7 @@ def _expire(record: SessionRecord, out: Transition) -> None:
         out.counters.append((Counter("expired", record.group), 1.0))
     record.status, record.contribution = "expired", new
     out.deltas.append(Delta(record.ts, record.group, new))
+    take_back_paired(record, out)  # a pair needs the served list scored
 
 
 def _take_back(record: SessionRecord, out: Transition) -> None:
@@ -170,14 +184,16 @@ def _on_impression(event: Impression, loaded: Loaded, config: StreamConfig, scal
         deadline=event.ts + config.join_window, labels=dict(loaded.early_labels),
         query_labels=dict(loaded.query_labels), label_ts=dict(loaded.early_stamps),
         query_label_ts=dict(loaded.query_stamps))
+    keep_shadow(record, event, k)
     if config.share_session_grades:
         record.shared = shared_grades(loaded.shared, record.session_id)
         if record.labels:  # its early labels are its query's grades too
             out.shared = (record.query_key, record.session_id, record.ts, dict(record.labels))
-    missing = record.missing()
+    missing = record.missing_union()  # the union of the served and shadow top k: each document once
+    union = record.union()
     if missing:
         wanted = set(missing)
-        record.requested = sum(1 << i for i, doc in enumerate(record.docs) if doc in wanted)
+        record.requested = sum(1 << i for i, doc in enumerate(union) if doc in wanted)
         out.counters.append((Counter("judgments_requested", group), float(len(missing))))
     if config.budget_unit == "judgments":
         if missing:  # its cost: the documents asked for
@@ -185,18 +201,19 @@ def _on_impression(event: Impression, loaded: Loaded, config: StreamConfig, scal
     elif not loaded.query_labels:
         out.budget = (bucket, budget_period(event.ts, config), 1.0)
     out.counters.append((Counter("sampled", group), 1.0))
-    out.counters.append((Counter("judgments_top_k", group), float(len(record.docs))))  # what asking all costs
+    out.counters.append((Counter("judgments_top_k", group), float(len(union))))  # what asking all costs
     if loaded.early_labels:
         out.drop_early_labels.append(event.session_id)
     # every sampled session follows its query's judgments, so a later query-level correction reaches it
     out.pending_queries.append((record.query_key, record.session_id))
-    if not missing:  # fully judged already: scored at once, nothing to ask
-        _score(record, scale, out.watermark, out)
+    if record.complete():  # the served top k fully judged already: scored at once
+        _score(record, scale, config, out.watermark, out)
     else:
         out.deadlines[record.session_id] = record.deadline
+    if missing:
         out.requests.append(AnnotationRequest(
             session_id=event.session_id, query=event.query, bucket=bucket, ranker=event.ranker,
-            variant=variant, k=k, docs=missing, judged=len(record.docs) - len(missing), ts=event.ts))
+            variant=variant, k=k, docs=missing, judged=len(union) - len(missing), ts=event.ts))
     out.records.append(record)
 
 
@@ -280,11 +297,11 @@ def _relabelled(record: SessionRecord, before: Labels, touched: set[str], scale:
     if corrected:
         out.counters.append((Counter("corrections", record.group), float(corrected)))
     if record.status == "scored" or (record.status == "pending" and record.complete()):
-        _score(record, scale, out.watermark, out)
+        _score(record, scale, config, out.watermark, out)
         out.drop_deadlines.append(session_id)
     elif record.status == "expired":
         if record.coverage() >= config.min_coverage:
-            _score(record, scale, out.watermark, out)
+            _score(record, scale, config, out.watermark, out)
         else:
             _expire(record, out)
     out.records.append(record)
@@ -300,7 +317,7 @@ def _close_due(loaded: Loaded, config: StreamConfig, scale: Scale, out: Transiti
         if record.session_id in touched or record.status != "pending" or record.deadline > limit:
             continue
         if record.coverage() >= config.min_coverage:
-            _score(record, scale, now, out)
+            _score(record, scale, config, now, out)
         else:
             _expire(record, out)
         out.drop_deadlines.append(record.session_id)

@@ -27,6 +27,13 @@ class SessionRecord:
 
     ``contribution`` is what the session added to the aggregates (its slice is fixed by ``ts``), kept so
     a correction or a late label can take it back exactly before adding the new one.
+
+    Shadow lists (issue 28, :mod:`monitor.core.stream.shadow`): ``shadow_docs``/``shadow_scores``, the top
+    k of each declared candidate ranker's list for the same request (never shown: the served ``docs`` alone
+    decide coverage, completion and expiry), and ``shadow_contributions``, group → the paired contribution
+    each added, taken back like ``contribution``. ``requested`` is over :meth:`union` (the served top k
+    first, so a record without shadow lists reads as before). Records stored before these fields read
+    them as empty, and a record without shadow lists is stored exactly as before.
     """
 
     session_id: str
@@ -44,12 +51,15 @@ class SessionRecord:
     contribution: dict[str, float] | None = None
     scored_at: float | None = None
     query_labels: dict[str, int] = field(default_factory=dict)  # from the query's judgments
-    requested: int = 0  # bit i set: docs[i] was asked of annotators (unjudged when the session was sampled)
+    requested: int = 0  # bit i set: union()[i] was asked of annotators (ungraded when it was sampled)
     shared: dict[str, int] = field(default_factory=dict)  # other sessions' grades of its query's documents
     # the ts of the grade held, per document, for grades that came with one (the latest ts wins:
     # monitor.core.stream.held_grades.merge_grades); records stored before these fields read as empty
     label_ts: dict[str, float] = field(default_factory=dict)
     query_label_ts: dict[str, float] = field(default_factory=dict)
+    shadow_docs: dict[str, list[str]] = field(default_factory=dict)  # candidate ranker -> its top k
+    shadow_scores: dict[str, list[float] | None] = field(default_factory=dict)  # ranker -> their scores
+    shadow_contributions: dict[str, dict[str, float]] = field(default_factory=dict)  # group -> paired stats
 
     def effective(self) -> dict[str, int]:
         """The grades the session is scored with: its own label wins over its query's judgment, which
@@ -75,10 +85,22 @@ class SessionRecord:
         labels = self.effective()
         return [d for d in self.docs if d not in labels]
 
+    def union(self) -> list[str]:
+        """The served top k, then the shadow lists' documents not in it, each once, in order of first
+        appearance: the documents the session asks grades for."""
+        if not self.shadow_docs:
+            return self.docs
+        return list(dict.fromkeys([*self.docs, *(d for docs in self.shadow_docs.values() for d in docs)]))
+
+    def missing_union(self) -> list[str]:
+        """The documents of :meth:`union` without a grade yet."""
+        labels = self.effective()
+        return [d for d in self.union() if d not in labels]
+
     def requested_docs(self) -> set[str]:
         """The documents the session's annotation request asked for."""
         mask = self.requested
-        return {d for i, d in enumerate(self.docs) if mask >> i & 1} if mask else set()
+        return {d for i, d in enumerate(self.union()) if mask >> i & 1} if mask else set()
 
     def to_json(self) -> bytes:
         """The record as compact UTF-8 JSON (msgspec: ~5x json.dumps), its fields one level deep
@@ -106,7 +128,7 @@ _DECODER = msgspec.json.Decoder(dict[str, Any])
 
 def _finite(*values: float | None) -> bool:
     return all(v is None or math.isfinite(v) for v in values)
-_OPTIONAL = frozenset({"label_ts", "query_label_ts"})
+_OPTIONAL = frozenset({"label_ts", "query_label_ts", "shadow_docs", "shadow_scores", "shadow_contributions"})
 
 
 def group_key(bucket: str, ranker: str, variant: str) -> str:

@@ -18,7 +18,11 @@ of its concordant pairs C: Σ P², Σ N², Σ P·N, Σ C², Σ C·N, so that a t
 impression to its first scoring (the partition's watermark then), which depends on how topics interleave
 and so is the one field that is not a function of the impressions and final labels alone.
 
-and an expired one ``expired = 1, expired_coverage``. Derived values (:func:`summarise`, through the typed
+and an expired one ``expired = 1, expired_coverage``. A scored session with shadow lists (issue 28)
+also contributes, per shadow list that reaches the coverage minimum, the paired sums ``pair_*``
+(:func:`monitor.core.stream.shadow.paired_fields`: this module's DCG@k and pair counts of the served and
+the shadow list) to another group, ``bucket|candidate|shadow``: a :class:`Stats` too, added and taken back
+the same way; the served fields never hold them. Derived values (:func:`summarise`, through the typed
 views): mean DCG@k with a 95% normal-approximation interval, mean NDCG@k, PNR from summed pair counts (both
 tie conventions), mean RR, label coverage over scored and expired sessions. Empty statistics give None,
 never 0.
