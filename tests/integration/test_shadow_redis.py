@@ -13,9 +13,11 @@ import uuid
 import pytest
 from redis.asyncio import Redis
 
+from monitor.core.canary import CanaryConfig, comparisons, first_epoch
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.counters import SHADOW_RANKER, Counter
+from monitor.core.stream.history import History
 from monitor.core.stream.snapshot import Snapshot
 from monitor.core.stream.transition import AnnotationRequest
 from monitor.sim import SimConfig, simulate
@@ -37,11 +39,12 @@ def in_process(events: Events) -> MemoryPipeline:
     return pipeline
 
 
-async def through_redis(redis: Redis, events: Events) -> tuple[Snapshot, list[AnnotationRequest]]:
+async def through_redis(redis: Redis, events: Events) -> tuple[Snapshot, list[AnnotationRequest], History]:
+    """The snapshot, the requests and the canary's history (no deploy event) of ``events`` in Redis."""
     state = RedisState(redis, CONFIG, FOUR_LEVEL_SCALE, PARTITIONS, prefix=f"test-{uuid.uuid4().hex[:8]}",
                        clock=lambda: None)
     requests = await run_through_redis(state, events, PARTITIONS, batch=50)
-    return await state.snapshot(), requests
+    return await state.snapshot(), requests, await state.history([], CanaryConfig())
 
 
 ASKED = {"judgments_requested", "judgments_received", "judgments_top_k", "shadow_scored"}
@@ -65,8 +68,8 @@ async def test_shadow_lists_in_redis_give_the_in_process_numbers_and_the_served_
     impressions = sum(topic == "impressions" for topic, _, _ in plain)
     redis = Redis.from_url(redis_url)
     try:
-        got, asked = await through_redis(redis, shadowed)
-        without, _ = await through_redis(redis, plain)
+        got, asked, history = await through_redis(redis, shadowed)
+        without, _, _ = await through_redis(redis, plain)
     finally:
         await redis.aclose()
 
@@ -94,3 +97,10 @@ async def test_shadow_lists_in_redis_give_the_in_process_numbers_and_the_served_
     assert served_counters(got) == served_counters(without)
     assert {g: s for g, s in got.totals().items() if g not in paired} == without.totals()
     assert {key: s for key, s in got.windows.items() if key[1] not in paired} == without.windows
+    # the canary's reader finds the shadow candidate by its sightings, as in process, even with no canary
+    # or deploy to start the history from, and judges it on the epochs it read
+    sighted = history.seen.get(("shadow", "ranker-z"))
+    assert sighted is not None and sighted == local.history().seen[("shadow", "ranker-z")]
+    alone = History(history.width, {}, {("shadow", "ranker-z"): sighted})
+    assert first_epoch(alone, [], CanaryConfig()) is not None
+    assert {c.candidate for c in comparisons(history, [], CanaryConfig()) if c.kind == "shadow"} == {"ranker-z"}

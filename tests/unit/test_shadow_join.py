@@ -79,6 +79,7 @@ def test_a_hand_built_session_gives_the_expected_paired_fields() -> None:
     assert (Counter("shadow_scored", GROUP), 1.0) in t.counters
     served = [d for d in t.deltas if d.group == "head|r1|control"]
     assert len(served) == 1 and served[0].stats["dcg"] == pytest.approx(x)
+    assert t.sightings == [("shadow", "cand", record.ts)]  # where the canary's reader finds the candidate
 
 
 def test_a_shadow_list_below_the_minimum_pairs_when_a_late_label_lifts_it_and_the_old_pair_is_taken_back(

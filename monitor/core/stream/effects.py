@@ -89,6 +89,8 @@ class Aggregates:
             self._impression(epoch_of(ts, config.epoch), group)
         if t.seen is not None:
             see(self.seen, *t.seen)
+        for sighting in t.sightings:
+            see(self.seen, *sighting)
         for counter, amount in t.counters:
             self.count(counter, amount)
         self.deploys.extend(t.deploys)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from monitor.core.events import Impression
 from monitor.core.judged import JudgedList
 from monitor.core.stream.counters import Counter
-from monitor.core.stream.session import SessionRecord, group_key
+from monitor.core.stream.session import SessionRecord, group_key, split_group
 from monitor.core.stream.stats import Stats, session_stats
 from monitor.core.stream.transition import Delta, Transition
 
@@ -118,6 +118,7 @@ def score_paired(record: SessionRecord, served: Mapping[str, float], judge: Judg
     new = paired(record, served, judge, min_coverage)
     for group, stats in new.items():
         out.deltas.append(Delta(record.ts, group, Stats(stats)))
+        out.sightings.append((SHADOW, split_group(group)[1], record.ts))
         if group not in before:
             out.counters.append((Counter("shadow_scored", group), 1.0))
     record.shadow_contributions = new

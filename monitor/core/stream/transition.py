@@ -84,5 +84,8 @@ class Transition(Struct):
     requests: list[AnnotationRequest] = field(default_factory=list)
     deploys: list[Deploy] = field(default_factory=list)
     seen: tuple[str, str, float] | None = None                            # (arm, ranker, ts) of an impression
+    # (arm ``shadow``, candidate, session ts) of each paired contribution added: where the canary's
+    # reader finds a shadow candidate's first epoch (``first_epoch``)
+    sightings: list[tuple[str, str, float]] = field(default_factory=list)
     # (ts, group) of an impression counted (declared, not a duplicate): its epoch's ``impressions`` += 1
     impression: tuple[float, str] | None = None
