@@ -271,9 +271,10 @@ ASKED = {"judgments_requested", "judgments_received", "judgments_top_k"}
 
 def served(t: Transition) -> Transition:
     """What a step does for the served lists: without the records (they also keep the shadow lists), the
-    paired deltas and counters, the requests and the counters of what they ask (compared apart)."""
+    paired deltas, counters and sightings, the requests and the counters of what they ask (compared
+    apart)."""
     return msgspec.structs.replace(
-        t, records=[], requests=[],
+        t, records=[], requests=[], sightings=[],
         deltas=[d for d in t.deltas if not d.group.endswith("|shadow")],
         counters=[(c, v) for c, v in t.counters if c.name not in ASKED and c.name != "shadow_scored"])
 
@@ -345,4 +346,7 @@ def test_the_served_numbers_are_the_same_with_or_without_shadow_lists(
     assert requested == sum(len(r.docs) for r in shadowed.requests)
     epochs = shadowed.history().epochs
     assert {i: {g: s for g, s in e.items() if g not in paired} for i, e in epochs.items()} == plain.history().epochs
+    seen = shadowed.history().seen  # the served arms' sightings as without; the paired candidate's besides
+    assert {k: v for k, v in seen.items() if k[0] != "shadow"} == plain.history().seen
+    assert {ranker for arm, ranker in seen if arm == "shadow"} == ({"ranker-z"} if pattern else {"ranker-z", "cand-9"})
     assert not shadowed.dead_letters and not plain.dead_letters
