@@ -55,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="write the simulated stream as JSONL (input of monitor replay)")
     parser.add_argument("--record", type=Path, metavar="FILE",
                         help="write the run's time series (input of monitor report)")
+    parser.add_argument("--shadow", action="store_true",
+                        help="add a shadow candidate (ranker-c, 10%% worse in the tail) to every impression, "
+                             "judged against the served lists of the same sessions")
     add_budget_options(parser)
     return parser
 
@@ -68,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = DemoSettings(duration=args.duration, hours=args.hours, sessions=args.sessions,
                                 seed=args.seed, regression=args.regression, bucket=args.bucket,
                                 invalid_rate=args.invalid_rate, forever=args.forever, budget=args.budget,
-                                budget_unit=args.budget_unit)
+                                budget_unit=args.budget_unit, shadow=args.shadow)
         client = verdict_rows.alertmanager_client(args.alertmanager) if args.alertmanager else None
         for option, path in (("--write-events", args.write_events), ("--record", args.record)):
             if path is not None and not path.resolve().parent.is_dir():

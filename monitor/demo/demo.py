@@ -52,7 +52,8 @@ def source_of(settings: DemoSettings) -> dict[str, Any]:
     return {"command": "demo", "seed": settings.seed, "regression": settings.regression,
             "bucket": settings.bucket, "sessions": settings.sessions, "hours": settings.hours,
             "duration": settings.duration, "invalid_rate": settings.invalid_rate, "forever": settings.forever,
-            "budget": settings.budget, "budget_unit": settings.budget_unit}
+            "budget": settings.budget, "budget_unit": settings.budget_unit,
+            "shadow": settings.shadow}
 
 
 def traffic(settings: DemoSettings) -> Iterator[SimEvent]:

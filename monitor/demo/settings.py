@@ -21,13 +21,15 @@ from dataclasses import dataclass
 from typing import cast
 
 from monitor.core.stream.config import BudgetUnit, StreamConfig
-from monitor.sim import SimConfig
+from monitor.sim import ShadowSpec, SimConfig
 from monitor.sim.config import DEFAULT_START_TS, REGRESSION_BUCKETS
 
 DEFAULT_SESSIONS = 10_000
 DEFAULT_HOURS = 6.0
 DEFAULT_DURATION = 20.0
 SAMPLE_EVERY = 120.0  # event-time seconds between two points of the recorded series
+SHADOW_CANDIDATE = ShadowSpec("ranker-c", drop=0.10, bucket="tail")
+"""``--shadow``: a candidate ranker 10% worse (DCG@k) in the tail than the served rankers' healthy lists."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class DemoSettings:
     of malformed events (``invalid_rate``) shows the dead-letter path. ``forever`` repeats the run, each
     round a new seed and the next ``hours`` of event time, until interrupted. ``budget`` (per bucket per
     hour of event time; None: the production default) and ``budget_unit`` set the annotation budget.
+    ``shadow`` adds a shadow candidate (:data:`SHADOW_CANDIDATE`) to every impression, judged beside the
+    canary against the lists served to the same sessions; the served traffic and its labels are unchanged.
     """
 
     duration: float = DEFAULT_DURATION
@@ -50,6 +54,7 @@ class DemoSettings:
     forever: bool = False
     budget: float | None = None
     budget_unit: str = "sessions"
+    shadow: bool = False
 
     def __post_init__(self) -> None:
         for name in ("duration", "hours"):
@@ -93,7 +98,7 @@ class DemoSettings:
             seed=self.seed + round_, n_sessions=self.sessions, duration_s=self.span,
             start_ts=DEFAULT_START_TS + round_ * self.span, id_prefix=f"r{round_}" if round_ else "s",
             regression=self.regression, regression_bucket=self.bucket, bucket_hint_share=1.0,
-            invalid_rate=self.invalid_rate)
+            invalid_rate=self.invalid_rate, shadow=(SHADOW_CANDIDATE,) if self.shadow else ())
 
 
 def stream_config(budget: float | None = None, budget_unit: str = "sessions") -> StreamConfig:

@@ -2,18 +2,21 @@
 
 Per group (bucket, ranker, variant) it gives the cumulative numbers since the start (every session scored
 or expired, after corrections): mean DCG@k with its 95% interval, PNR (ties-positive convention), label
-coverage; then the canary verdicts, each pair's overall verdict with its checks, the alerts that fired or
-resolved (event time and wall offset), the session counters and the dead letters by reason code.
-"""
+coverage; a shadow candidate's group (``bucket|candidate|shadow``) gives its own lists' numbers over the
+sessions it was paired on (:func:`group_stats`). Then the canary verdicts, each pair's overall verdict
+with its checks, the alerts that fired or resolved (event time and wall offset), the session counters and
+the dead letters by reason code."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from monitor.core.stream.counters import DEAD_LETTER
 from monitor.core.stream.session import split_group
-from monitor.core.stream.stats import summarise
+from monitor.core.stream.shadow import SHADOW
+from monitor.core.stream.stats import Stats, summarise
 from monitor.demo.engine import Engine
 from monitor.demo.intervals import pnr_interval
 from monitor.demo.recording import finite, iso
@@ -29,16 +32,41 @@ def group_order(group: str) -> tuple[int, bool, str]:
     return BUCKET_ORDER.get(bucket, 9), variant != "control", ranker
 
 
+_CANDIDATE_FIELDS = {"sessions": "pair_n", "dcg": "pair_y", "dcg_sq": "pair_yy"}
+
+
+def is_shadow(group: str) -> bool:
+    return split_group(group)[2] == SHADOW
+
+
+def group_stats(group: str, stats: Mapping[str, float]) -> Mapping[str, float]:
+    """A group's sums as :func:`summarise` reads them: a shadow group's paired sums (docs/events.md) become
+    the candidate's own DCG@k over its paired sessions (its PNR is left out: the paired sums count pairs
+    without the grade-tied ones, the groups' PNR counts those as positive; no coverage); other groups'
+    are unchanged.
+
+    >>> group_stats("tail|ranker-c|shadow", {"pair_n": 2.0, "pair_x": 5.0, "pair_y": 4.0})["dcg"]
+    4.0
+    """
+    if not is_shadow(group):
+        return stats
+    return Stats({name: stats.get(paired, 0.0) for name, paired in _CANDIDATE_FIELDS.items()})
+
+
 def group_rows(engine: Engine) -> list[dict[str, Any]]:
     rows = []
-    for group, stats in sorted(engine.latest.totals().items(), key=lambda item: group_order(item[0])):
+    for group, totals in sorted(engine.latest.totals().items(), key=lambda item: group_order(item[0])):
         bucket, ranker, variant = split_group(group)
+        stats = group_stats(group, totals)
         s = summarise(stats)
-        rows.append({"bucket": bucket, "ranker": ranker, "variant": variant,
-                     "k": engine.latest.config.k.get(bucket), "sessions": s.sessions, "expired": s.expired,
-                     "dcg": s.dcg, "dcg_ci": list(s.dcg_ci) if s.dcg_ci else None, "ndcg": s.ndcg,
-                     "pnr": s.pnr, "pnr_ci": list(ci) if (ci := pnr_interval(stats)) else None,
-                     "coverage": s.coverage})
+        row = {"bucket": bucket, "ranker": ranker, "variant": variant,
+               "k": engine.latest.config.k.get(bucket), "sessions": s.sessions, "expired": s.expired,
+               "dcg": s.dcg, "dcg_ci": list(s.dcg_ci) if s.dcg_ci else None, "ndcg": s.ndcg,
+               "pnr": s.pnr, "pnr_ci": list(ci) if (ci := pnr_interval(stats)) else None,
+               "coverage": s.coverage}
+        if is_shadow(group):
+            row.update(ndcg=None, pnr=None, pnr_ci=None, coverage=None)
+        rows.append(row)
     return rows
 
 
@@ -138,7 +166,8 @@ def render_summary(summary: dict[str, Any]) -> str:
         ci, pci = g["dcg_ci"], g["pnr_ci"]
         interval = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "-"
         pnr_interval_ = f"[{pci[0]:.2f}, {pci[1]:.2f}]" if pci else "-"
-        pnr = "inf" if g["pnr"] is None and g["sessions"] else _num(g["pnr"], 2)
+        pnr = ("inf" if g["pnr"] is None and g["sessions"] and g["variant"] != SHADOW
+               else _num(g["pnr"], 2))
         coverage = "-" if g["coverage"] is None else f"{100 * g['coverage']:.1f}%"
         name = f"{g['bucket']} {g['variant']} {g['ranker']}"
         lines.append(f"{name:<24} {g['sessions']:>8,} {g['expired']:>8,}  {_num(g['dcg'])}  {interval:<18} "

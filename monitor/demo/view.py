@@ -18,7 +18,7 @@ from monitor.core.stream.stats import summarise
 from monitor.demo.engine import Engine
 from monitor.demo.intervals import pnr_interval
 from monitor.demo.recording import iso
-from monitor.demo.summary import group_order
+from monitor.demo.summary import group_order, group_stats, is_shadow
 from monitor.demo.verdict_rows import AlertNote, VerdictRow, overall_rows
 
 VIEW_WINDOW = "1h"
@@ -63,13 +63,13 @@ def render(engine: Engine, header: Header, window: str = VIEW_WINDOW) -> list[st
     groups = sorted((g for (w, g) in snap.windows if w == window), key=group_order)
     for group in groups:
         bucket, ranker, variant = split_group(group)
-        stats = snap.windows[(window, group)]
+        stats = group_stats(group, snap.windows[(window, group)])
         s = summarise(stats)
         dcg = "-" if s.dcg is None else f"{s.dcg:6.3f}"
-        pnr = "-" if s.pnr is None else ("inf" if math.isinf(s.pnr) else f"{s.pnr:6.2f}")
+        pnr = "-" if s.pnr is None or is_shadow(group) else ("inf" if math.isinf(s.pnr) else f"{s.pnr:6.2f}")
         # Coverage counts closed sessions, which a window shorter than the join window barely holds.
-        closed = summarise(snap.windows.get((longest, group), {})).coverage
-        coverage = "-" if closed is None else f"{100.0 * closed:5.1f}%"
+        closed = summarise(group_stats(group, snap.windows.get((longest, group), {}))).coverage
+        coverage = "-" if closed is None or is_shadow(group) else f"{100.0 * closed:5.1f}%"
         name = f"{bucket} @{snap.config.k.get(bucket, '?')} {variant} {ranker}"
         lines.append(f"{name:<28} {dcg:>6} {_ci(s.dcg_ci):<14} {pnr:>6} {_ci(pnr_interval(stats)):<14} "
                      f"{s.sessions:>8,}  {coverage:>14}")

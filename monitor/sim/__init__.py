@@ -17,14 +17,15 @@ Modules: ``config`` (settings), ``queries`` (vocabulary and traffic shares), ``c
 follows the time of day), ``relevance`` (latent grades), ``rankers`` (model scores), ``regression`` (the
 degraded canary or newly deployed ranker), ``labels`` (annotation arrival), ``invalid`` (malformed
 records), ``traffic`` (the generator: a canary, or a deploy without one), ``records`` (the output record),
-``truth`` (ground truth), ``jsonl`` (the file writer).
+``shadow`` (the lists of shadow candidates, ``SimConfig.shadow``), ``truth`` (ground truth), ``jsonl``
+(the file writer).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from monitor.sim.config import BUCKETS, SimConfig
+from monitor.sim.config import BUCKETS, ShadowSpec, SimConfig
 from monitor.sim.invalid import KINDS as INVALID_KINDS
 from monitor.sim.jsonl import write_jsonl
 from monitor.sim.records import TOPICS, SimEvent
@@ -49,6 +50,7 @@ __all__ = [
     "TOPICS",
     "GroundTruth",
     "SessionTruth",
+    "ShadowSpec",
     "SimConfig",
     "SimEvent",
     "SimResult",

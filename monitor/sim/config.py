@@ -20,12 +20,18 @@ ValueError: canary_share: must be in [0, 1], got 1.5
 Traceback (most recent call last):
 ...
 ValueError: regression_kind: 'empty' is not one of flip, irrelevant
+>>> SimConfig(shadow=(ShadowSpec("ranker-a"),))
+Traceback (most recent call last):
+...
+ValueError: shadow: 'ranker-a' is a served ranker (control_ranker or canary_ranker)
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from monitor.core.events import DEFAULT_LIMITS
 
 BUCKETS = ("head", "torso", "tail")
 REGRESSION_BUCKETS = (*BUCKETS, "all")
@@ -34,7 +40,36 @@ DEFAULT_SESSIONS = 2000
 DEFAULT_START_TS = 1_763_712_000.0  # 2025-11-21T08:00:00Z
 DAY_S = 86400.0
 
+MAX_SHADOW = DEFAULT_LIMITS.max_shadow_lists
+
 Probabilities = tuple[float, float, float, float]
+
+
+@dataclass(frozen=True)
+class ShadowSpec:
+    """A shadow candidate: a ranker whose list for each request is computed in shadow and sent with the
+    impression (its ``shadow`` field, docs/events.md), never shown.
+
+    Its list follows the served ranker's *healthy* scores (before any simulated regression of the served
+    list), mixed with a view of its own (:mod:`monitor.sim.shadow`): as good as the served ranker in
+    expectation, its top k sharing more of the served top k the higher ``agreement`` (in [0, 1); 0.5, the
+    default, shares about 85% of a healthy list on average with the default pools, rarely under 70%, never
+    under half). ``drop`` degrades it in ``bucket`` (one of the buckets, or ``all``) the way ``kind`` says,
+    as ``SimConfig.regression`` degrades the canary (:mod:`monitor.sim.regression`): ``"flip"``, a relative
+    loss of mean DCG@k in [0, 1) against its healthy list; ``"irrelevant"``, the probability in [0, 1] of a
+    list of only irrelevant documents (1: a broken candidate). ``share``: the probability that an
+    impression carries this candidate's list.
+    """
+
+    ranker: str
+    drop: float = 0.0
+    bucket: str = "all"
+    kind: str = "flip"
+    agreement: float = 0.5
+    share: float = 1.0
+
+    def regressed(self, bucket: str) -> bool:
+        return self.drop > 0 and self.bucket in (bucket, "all")
 
 
 @dataclass(frozen=True)
@@ -124,6 +159,8 @@ class SimConfig:
     query_judgment_share: float = 0.05
     # malformed records
     invalid_rate: float = 0.0
+    # shadow candidates (at most 4): their lists ride on the impressions, never shown
+    shadow: tuple[ShadowSpec, ...] = ()
 
     def __post_init__(self) -> None:
         _check(self)
@@ -255,6 +292,41 @@ def _check(config: SimConfig) -> None:
             _fail(name, f"expected a non-empty string of at most 64 characters, got {value!r}")
     if config.control_ranker == config.canary_ranker:
         _fail("canary_ranker", f"must differ from control_ranker ({config.control_ranker!r})")
+    _check_shadow(config)
+
+
+def _check_shadow(config: SimConfig) -> None:
+    specs = config.shadow
+    if not isinstance(specs, tuple) or not all(isinstance(s, ShadowSpec) for s in specs):
+        _fail("shadow", f"expected a tuple of ShadowSpec, got {specs!r}")
+    if len(specs) > MAX_SHADOW:
+        _fail("shadow", f"{len(specs)} shadow candidates, more than the event limit of {MAX_SHADOW}")
+    seen: set[str] = set()
+    for spec in specs:
+        name = spec.ranker
+        if not isinstance(name, str) or not name.strip() or len(name) > 64:
+            _fail("shadow", f"a ranker must be a non-empty string of at most 64 characters, got {name!r}")
+        if name in (config.control_ranker, config.canary_ranker):
+            _fail("shadow", f"{name!r} is a served ranker (control_ranker or canary_ranker)")
+        if name in seen:
+            _fail("shadow", f"{name!r} is named twice")
+        seen.add(name)
+        for field in ("drop", "agreement", "share"):
+            value = getattr(spec, field)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                _fail("shadow", f"{name}: {field} must be a finite number, got {value!r}")
+        if spec.kind not in REGRESSION_KINDS:
+            _fail("shadow", f"{name}: kind {spec.kind!r} is not one of {', '.join(REGRESSION_KINDS)}")
+        if spec.kind == "irrelevant" and not 0.0 <= spec.drop <= 1.0:
+            _fail("shadow", f"{name}: drop must be in [0, 1] (a share), got {spec.drop!r}")
+        if spec.kind == "flip" and not 0.0 <= spec.drop < 1.0:
+            _fail("shadow", f"{name}: drop must be in [0, 1), got {spec.drop!r}")
+        if spec.bucket not in REGRESSION_BUCKETS:
+            _fail("shadow", f"{name}: bucket {spec.bucket!r} is not one of {', '.join(REGRESSION_BUCKETS)}")
+        if not 0.0 <= spec.agreement < 1.0:
+            _fail("shadow", f"{name}: agreement must be in [0, 1), got {spec.agreement!r}")
+        if not 0.0 <= spec.share <= 1.0:
+            _fail("shadow", f"{name}: share must be in [0, 1], got {spec.share!r}")
 
 
 def _check_mix(name: str, mix: object) -> None:

@@ -34,6 +34,20 @@ class Ranker:
     weight: float = 1.0
     session_noise: float = 0.5
 
+    def latent(self, levels: IntArray, doc_effects: FloatArray, rng: np.random.Generator,
+               broken: bool = False) -> FloatArray:
+        """Every pool document's ``z`` for one session (one normal draw per document)."""
+        sign = -1.0 if broken else 1.0
+        z: FloatArray = sign * self.weight * levels + doc_effects + rng.normal(0.0, self.session_noise,
+                                                                                levels.size)
+        return z
+
+    def order(self, z: FloatArray, top_n: int) -> Ranking:
+        """The top ``n`` of the pool by the scores of ``z``."""
+        scores = np.round(1.0 / (1.0 + np.exp(-(z - 1.5 * self.weight))), 4)
+        order = np.argsort(-scores, kind="stable")[:top_n]
+        return Ranking(order.astype(np.int64), scores[order])
+
     def rank(
         self,
         levels: IntArray,
@@ -42,8 +56,4 @@ class Ranker:
         rng: np.random.Generator,
         broken: bool = False,
     ) -> Ranking:
-        sign = -1.0 if broken else 1.0
-        z = sign * self.weight * levels + doc_effects + rng.normal(0.0, self.session_noise, levels.size)
-        scores = np.round(1.0 / (1.0 + np.exp(-(z - 1.5 * self.weight))), 4)
-        order = np.argsort(-scores, kind="stable")[:top_n]
-        return Ranking(order.astype(np.int64), scores[order])
+        return self.order(self.latent(levels, doc_effects, rng, broken), top_n)

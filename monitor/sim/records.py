@@ -11,6 +11,7 @@ a redelivery keeps the original bytes (and so the original event time) but arriv
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,17 +52,27 @@ def impression_value(
     ts: float,
     doc_ids: list[str],
     scores: list[float],
+    shadow: Sequence[tuple[str, list[str], list[float]]] = (),
 ) -> bytes:
     """The impression event, byte for byte what :func:`encode` gives for the same fields in this order.
 
     Assembled from tokens because it is the simulator's hottest path. ``doc_ids`` are the simulator's own
     ``d-<q>-<n>`` (no escaping needed); scores are finite (their ``repr`` is the JSON number). ``variant``
-    None: a plain impression, without the field.
+    None: a plain impression, without the field. ``shadow``: the shadow lists (ranker, doc ids, scores),
+    after ``results``; none: no ``shadow`` field (the bytes of an impression without them).
     """
     hint = f'"query_bucket":"{bucket}",' if bucket is not None else ""
     arm = f'"variant":{json_text(variant)},' if variant is not None else ""
-    results = ",".join(f'{{"doc_id":"{d}","position":{p},"score":{s!r}}}'
-                       for p, (d, s) in enumerate(zip(doc_ids, scores, strict=True), start=1))
+    extra = ""
+    if shadow:
+        lists = ",".join(f'{{"ranker":{json_text(name)},"results":[{_results(ids, values)}]}}'
+                         for name, ids, values in shadow)
+        extra = f',"shadow":[{lists}]'
     return (f'{{"type":"impression","schema":1,"session_id":{json_text(session_id)},'
-            f'"query":{json_text(query)},{hint}"ranker":{json_text(ranker)},{arm}"ts":{ts!r},"results":[{results}]}}'
-            ).encode()
+            f'"query":{json_text(query)},{hint}"ranker":{json_text(ranker)},{arm}"ts":{ts!r},'
+            f'"results":[{_results(doc_ids, scores)}]{extra}}}').encode()
+
+
+def _results(doc_ids: list[str], scores: list[float]) -> str:
+    return ",".join(f'{{"doc_id":"{d}","position":{p},"score":{s!r}}}'
+                    for p, (d, s) in enumerate(zip(doc_ids, scores, strict=True), start=1))

@@ -39,15 +39,17 @@ from monitor.sim.clock import DailyMix
 from monitor.sim.config import SimConfig
 from monitor.sim.invalid import KINDS, Bases, malformed
 from monitor.sim.queries import Vocabulary, build_vocabulary
-from monitor.sim.rankers import Ranker, Ranking
+from monitor.sim.rankers import FloatArray, Ranker, Ranking
 from monitor.sim.records import SimEvent, encode, impression_value
 from monitor.sim.regression import RegressionBudget, dcg_of_levels, only_irrelevant
 from monitor.sim.relevance import Pools, draw_pools
-from monitor.sim.truth import GroundTruth, SessionTruth
+from monitor.sim.shadow import ShadowRankers, ShadowRanking
+from monitor.sim.truth import GroundTruth, SessionTruth, ShadowTruth
 
 _CHUNK = 4096
 _STREAMS = ("vocabulary", "pools", "judged", "traffic", "control", "canary", "regression", "labels",
-            "invalid", "mix")  # appended only: a spawned child depends on its index alone
+            "invalid", "mix", "shadow", "shadow_labels")
+# appended only: a spawned child depends on its index alone
 
 
 def _ts(event: SimEvent) -> float:
@@ -116,6 +118,8 @@ class _Run:
         self.regression_rng = sim._rng("regression")
         self.invalid_rng = sim._rng("invalid")
         self.annotator = Annotator(cfg, sim._rng("labels"))
+        self.shadow = ShadowRankers(cfg, sim._seeds["shadow"]) if cfg.shadow else None
+        self.shadow_annotator = Annotator(cfg, sim._rng("shadow_labels"))
         self.rankers = {"control": Ranker(cfg.control_ranker, cfg.score_weight, cfg.session_noise),
                         "canary": Ranker(cfg.canary_ranker, cfg.score_weight, cfg.session_noise)}
         self.budgets = {bucket: RegressionBudget(cfg.regression) for bucket in ("head", "torso", "tail")}
@@ -171,28 +175,29 @@ class _Run:
         out, self.pending = self.pending[:cut], self.pending[cut:]
         return out
 
-    def rank(self, query: int, bucket: str, canary: bool) -> tuple[Ranking, bool]:
-        """The list shown, and whether it is the canary's broken one."""
+    def rank(self, query: int, bucket: str, canary: bool) -> tuple[Ranking, bool, FloatArray]:
+        """The list shown, whether it is the canary's broken one, and the served ranker's healthy ``z``."""
         cfg, pools = self.config, self.sim.pools
         levels, effects, top_n = pools.levels[query], pools.doc_effects[query], cfg.top_n(bucket)
         arm = "canary" if canary else "control"
         regressed = canary and cfg.regressed(bucket)
+        z = self.rankers[arm].latent(levels, effects, self.noise[arm])
         if regressed and cfg.regression_kind == "irrelevant":
             # the whole pool by the same noise draw: its top n is the healthy list, unchanged
-            full = self.rankers[arm].rank(levels, effects, levels.size, self.noise[arm])
+            full = self.rankers[arm].order(z, levels.size)
             if self.regression_rng.random() < cfg.regression:
-                return only_irrelevant(full, levels, top_n), True
-            return Ranking(full.indices[:top_n], full.scores[:top_n]), False
-        ranking = self.rankers[arm].rank(levels, effects, top_n, self.noise[arm])
+                return only_irrelevant(full, levels, top_n), True, z
+            return Ranking(full.indices[:top_n], full.scores[:top_n]), False, z
+        ranking = self.rankers[arm].order(z, top_n)
         if not regressed:
-            return ranking, False
+            return ranking, False, z
         broken = self.rankers[arm].rank(levels, effects, top_n, self.regression_rng, broken=True)
         k = cfg.label_k(bucket)
         p = self.budgets[bucket].probability(dcg_of_levels(levels[ranking.indices], k),
                                              dcg_of_levels(levels[broken.indices], k))
         if self.regression_rng.random() < p:
-            return broken, True
-        return ranking, False
+            return broken, True, z
+        return ranking, False, z
 
     def session(self, session_id: str, ts: float, query: int, canary: bool, hint: bool, labelled: bool,
                 variant: str | None = None) -> None:
@@ -200,7 +205,7 @@ class _Run:
         plain impression (deploy runs), None for the canary run's ``control`` / ``canary``."""
         cfg, sim = self.config, self.sim
         bucket, text = sim.vocabulary.buckets[query], sim.vocabulary.texts[query]
-        ranking, degraded = self.rank(query, bucket, canary)
+        ranking, degraded, z = self.rank(query, bucket, canary)
         pool_ids = sim.pools.doc_ids(query)
         indices = ranking.indices.tolist()
         shown = [pool_ids[x] for x in indices]
@@ -210,8 +215,14 @@ class _Run:
         if variant is None:
             variant = "canary" if canary else "control"
         key = session_id.encode("utf-8")
+        shadows: list[ShadowRanking] = []
+        if self.shadow is not None:
+            shadows = self.shadow.lists(sim.pools.levels[query], sim.pools.doc_effects[query], z, bucket)
+        shadow_lists = [(s.ranker, [pool_ids[x] for x in s.ranking.indices.tolist()],
+                         s.ranking.scores.tolist()) for s in shadows]
         self.pending.append(SimEvent("impressions", key, impression_value(
-            session_id, text, bucket if hint else None, ranker, variant or None, ts, shown, scores), ts))
+            session_id, text, bucket if hint else None, ranker, variant or None, ts, shown, scores,
+            shadow_lists), ts))
         deliveries: list[SimEvent] = []
         grades: dict[str, int] = {}
         if query in sim.judged_queries:
@@ -223,6 +234,13 @@ class _Run:
         elif labelled:
             k = cfg.label_k(bucket)
             deliveries, grades = self.annotator.session(session_id, shown[:k], levels[:k], ts)
+            if shadows:  # the rest of the union of the served and shadow top k, from a stream of its own
+                extra = self.union_rest(indices[:k], shadows, k)
+                if extra:
+                    more, extra_grades = self.shadow_annotator.session(
+                        session_id, [pool_ids[x] for x in extra], sim.pools.levels[query][extra], ts)
+                    deliveries = deliveries + more
+                    grades.update(extra_grades)
         self.pending.extend(deliveries)
         if self.invalid_odds > 0:
             impression: dict[str, Any] = {"type": "impression", "schema": 1, "session_id": session_id,
@@ -239,11 +257,34 @@ class _Run:
         if self.truth is not None:
             self.truth.sessions[session_id] = SessionTruth(
                 session_id, text, bucket, ranker, variant, ts, tuple(shown), tuple(scores),
-                tuple(levels.tolist()), hint, degraded)
+                tuple(levels.tolist()), hint, degraded, tuple(
+                    ShadowTruth(s.ranker, tuple(ids), tuple(values),
+                                tuple(sim.pools.levels[query][s.ranking.indices].tolist()), s.degraded)
+                    for s, (_, ids, values) in zip(shadows, shadow_lists, strict=True)))
             if grades:
                 self.truth.session_grades[session_id] = grades
             if text not in self.truth.pools:
                 self.truth.pools[text] = sim.pools.grades(query)
+
+    @staticmethod
+    def union_rest(served: list[int], shadows: list[ShadowRanking], k: int) -> list[int]:
+        """Pool indices of the shadow lists' top k that the served top k (``served``) lacks, each once, in
+        list order: the rest of the union the stream asks annotators for (docs/events.md).
+
+        >>> from monitor.sim.rankers import Ranking
+        >>> lists = [ShadowRanking(r, Ranking(np.array(i), np.zeros(len(i))), False)
+        ...          for r, i in (("c", [2, 5, 1]), ("d", [7, 5, 0]))]
+        >>> _Run.union_rest([1, 2, 3], lists, k=3)
+        [5, 7, 0]
+        """
+        seen = set(served)
+        rest: list[int] = []
+        for s in shadows:
+            for x in s.ranking.indices[:k].tolist():
+                if x not in seen:
+                    seen.add(x)
+                    rest.append(x)
+        return rest
 
     def malformed(self, impression: dict[str, Any], shown: list[str], levels: list[int], ts: float,
                   records: int) -> None:

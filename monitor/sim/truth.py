@@ -6,6 +6,18 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
+class ShadowTruth:
+    """A shadow list as generated (never shown): its candidate ranker, documents, scores and latent levels
+    in list order; ``degraded``: the candidate's simulated regression chose it."""
+
+    ranker: str
+    doc_ids: tuple[str, ...]
+    scores: tuple[float, ...]
+    levels: tuple[int, ...]
+    degraded: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class SessionTruth:
     """One impression as generated: ``bucket`` is the true bucket (the event may omit ``query_bucket``).
 
@@ -14,6 +26,7 @@ class SessionTruth:
     field). ``degraded`` is True when the canary (or newly deployed) ranker served its broken list (the
     simulated regression): the flipped ranker's list, or with ``SimConfig.regression_kind`` "irrelevant"
     only the query's irrelevant documents (its lowest-graded ones for a pool without a grade-0 document).
+    ``shadow``: the impression's shadow lists (``SimConfig.shadow``), in the event's order.
     """
 
     session_id: str
@@ -27,6 +40,7 @@ class SessionTruth:
     levels: tuple[int, ...]
     bucket_hint: bool
     degraded: bool = False
+    shadow: tuple[ShadowTruth, ...] = ()
 
 
 @dataclass
@@ -34,7 +48,8 @@ class GroundTruth:
     """Filled while events are generated.
 
     ``session_grades``: session id → {doc id → level} for the labelled sessions, after corrections (the
-    documents the annotators covered). ``query_grades``: query → {doc id → level} for query-level
+    documents the annotators covered: of the shown top k and, with shadow lists, of their top k too).
+    ``query_grades``: query → {doc id → level} for query-level
     judgments (the query's whole pool). ``pools``: query → {doc id → level} for every query searched.
     """
 
