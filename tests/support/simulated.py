@@ -44,18 +44,27 @@ def effective_labels(result, sid: str, config: StreamConfig = CONFIG,  # type: i
     return {**reused, **result.query_grades.get(s.query, {}), **result.session_grades.get(sid, {})}
 
 
+def sessions(result, config: StreamConfig = CONFIG):  # type: ignore[no-untyped-def]
+    """Each simulated session with its final effective grades, its k and its served top k."""
+    shared = shared_by_query(result)
+    for sid, s in result.sessions.items():
+        k = config.k[s.bucket]
+        yield sid, s, effective_labels(result, sid, config, shared), k, list(s.doc_ids[:k])
+
+
+def covered(top: list[str], labels: dict[str, int], config: StreamConfig = CONFIG) -> bool:
+    """Whether the list reaches the coverage minimum with ``labels``."""
+    return sum(d in labels for d in top) / len(top) >= config.min_coverage
+
+
 def recompute(result, config: StreamConfig = CONFIG) -> dict[str, dict[str, float]]:  # type: ignore[no-untyped-def]
     """Per group, from the simulator's ground truth with the metric functions (no stream code)."""
     out: dict[str, dict[str, float]] = {}
-    shared = shared_by_query(result)
-    for sid, s in result.sessions.items():
-        labels = effective_labels(result, sid, config, shared)
-        k = config.k[s.bucket]
-        top = list(s.doc_ids[:k])
+    for _, s, labels, k, top in sessions(result, config):
         group = out.setdefault(f"{s.bucket}|{s.ranker}|{s.variant}",
                                {"sessions": 0, "dcg": 0.0, "ndcg": 0.0, "pos": 0, "neg": 0, "expired": 0,
                                 "judged": 0})
-        if sum(d in labels for d in top) / len(top) < config.min_coverage:
+        if not covered(top, labels, config):
             group["expired"] += 1
             continue
         shown = [GAINS[labels[d]] if d in labels else 0.0 for d in top]
@@ -77,17 +86,13 @@ def recompute_paired(result, shadows: dict[str, list[tuple[str, list[str]]]],  #
     grades adds its served and shadow DCG@k and (concordant, discordant) pairs, and their products
     (``shadows``: each session's shadow lists, without scores: ranked by position; no stream code)."""
     out: dict[str, dict[str, float]] = {}
-    shared = shared_by_query(result)
-    for sid, s in result.sessions.items():
-        labels = effective_labels(result, sid, config, shared)
-        k = config.k[s.bucket]
-        served = list(s.doc_ids[:k])
-        if sum(d in labels for d in served) / len(served) < config.min_coverage:
+    for sid, s, labels, k, served in sessions(result, config):
+        if not covered(served, labels, config):
             continue
         x, cx, dx = _dcg_and_pairs(served, list(s.scores[:k]), labels, k)
         for ranker, docs in shadows.get(sid, []):
             top = docs[:k]
-            if sum(d in labels for d in top) / len(top) < config.min_coverage:
+            if not covered(top, labels, config):
                 continue
             y, cy, dy = _dcg_and_pairs(top, [-float(i) for i in range(1, len(top) + 1)], labels, k)
             values = {"x": x, "y": y, "cx": cx, "dx": dx, "cy": cy, "dy": dy}
