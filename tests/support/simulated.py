@@ -80,11 +80,15 @@ def recompute(result, config: StreamConfig = CONFIG) -> dict[str, dict[str, floa
 
 
 def recompute_paired(result, shadows: dict[str, list[tuple[str, list[str]]]],  # type: ignore[no-untyped-def]
-                     config: StreamConfig = CONFIG) -> dict[str, dict[str, float]]:
+                     config: StreamConfig = CONFIG,
+                     scores: dict[str, dict[str, list[float]]] | None = None) -> dict[str, dict[str, float]]:
     """Per ``bucket|candidate|shadow`` group, the paired sums (issue 28) from the simulator's ground truth:
     a session whose served top k and a shadow list's top k both reach the coverage minimum with its final
     grades adds its served and shadow DCG@k and (concordant, discordant) pairs, and their products
-    (``shadows``: each session's shadow lists, without scores: ranked by position; no stream code)."""
+    (``shadows``: each session's shadow lists; ``scores``: session id → candidate → its list's scores, as
+    sent; a list without them is ranked by position. The simulator's scores have four decimals, so a
+    list can tie two documents: such a pair is score-tied, neither concordant nor discordant; no stream
+    code)."""
     out: dict[str, dict[str, float]] = {}
     for sid, s, labels, k, served in sessions(result, config):
         if not covered(served, labels, config):
@@ -94,7 +98,9 @@ def recompute_paired(result, shadows: dict[str, list[tuple[str, list[str]]]],  #
             top = docs[:k]
             if not covered(top, labels, config):
                 continue
-            y, cy, dy = _dcg_and_pairs(top, [-float(i) for i in range(1, len(top) + 1)], labels, k)
+            sent = (scores or {}).get(sid, {}).get(ranker)
+            ranks = [-float(i) for i in range(1, len(top) + 1)] if sent is None else list(sent[:k])
+            y, cy, dy = _dcg_and_pairs(top, ranks, labels, k)
             values = {"x": x, "y": y, "cx": cx, "dx": dx, "cy": cy, "dy": dy}
             sums = out.setdefault(f"{s.bucket}|{ranker}|shadow", {})
             row = {"pair_n": 1.0, **{f"pair_{n}": v for n, v in values.items()},
