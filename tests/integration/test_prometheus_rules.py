@@ -58,7 +58,7 @@ def recorded() -> list[str]:
 def test_there_are_rules_and_tests() -> None:
     assert [p.name for p in RULE_FILES] == ["canary.yml", "relevance.yml"]
     assert [p.name for p in TEST_FILES] == ["canary_test.yml", "relevance_test.yml"]
-    assert len(alert_blocks()) == 8 and len(recorded()) == 5
+    assert len(alert_blocks()) == 9 and len(recorded()) == 5
 
 
 @pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.name)
@@ -105,7 +105,7 @@ def test_the_monitors_direct_alerts_have_runbooks(name: str) -> None:
 def test_amtool_accepts_the_inhibitions_and_they_name_real_alerts() -> None:
     done = run(tool("amtool"), "check-config", str(ALERTMANAGER_CONFIG))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "6 inhibit rules" in done.stdout
+    assert "7 inhibit rules" in done.stdout
     known = set(alert_blocks()) | set(DIRECT)
     text = ALERTMANAGER_CONFIG.read_text()
     for pattern in re.findall(r'alertname=~?"([^"]+)"', text):
@@ -146,6 +146,12 @@ def test_alertmanager_inhibits_the_threshold_and_the_copies(alertmanager_url: st
     post(alertmanager_url, test_id, "SearchRelevanceCanaryRegression", bucket="shadowed", metric="dcg",
          kind="shadow", ranker="ranker-c", baseline="served")
     post(alertmanager_url, test_id, "SearchRelevanceDCGDrop", bucket="shadowed")
+    # and its Prometheus copy is inhibited by it (tail pnr: no direct alert, the copy notifies)
+    shadow = {"kind": "shadow", "ranker": "ranker-c", "baseline": "served"}
+    post(alertmanager_url, test_id, "SearchRelevanceShadowVerdictRegression", bucket="shadowed", metric="dcg",
+         **shadow)
+    post(alertmanager_url, test_id, "SearchRelevanceShadowVerdictRegression", bucket="shadowed", metric="pnr",
+         **shadow)
     # the checks: one alert per pair, with kind and no metric
     post(alertmanager_url, test_id, "SearchRelevanceSampleRatioMismatch", bucket="tail", kind="canary", **pair)
     post(alertmanager_url, test_id, "SearchRelevanceSampleRatioMismatchExported", bucket="tail", kind="canary",
@@ -165,6 +171,8 @@ def test_alertmanager_inhibits_the_threshold_and_the_copies(alertmanager_url: st
         ("SearchRelevanceDCGDrop", "head", ""): ("suppressed", True),
         ("SearchRelevanceCanaryRegression", "shadowed", "dcg"): ("active", False),
         ("SearchRelevanceDCGDrop", "shadowed", ""): ("active", False),  # not inhibited by a shadow
+        ("SearchRelevanceShadowVerdictRegression", "shadowed", "dcg"): ("suppressed", True),
+        ("SearchRelevanceShadowVerdictRegression", "shadowed", "pnr"): ("active", False),
         ("SearchRelevanceSampleRatioMismatch", "tail", "canary"): ("active", False),
         ("SearchRelevanceSampleRatioMismatchExported", "tail", "canary"): ("suppressed", True),
         ("SearchRelevanceCovariateImbalance", "head", "canary"): ("active", False),

@@ -7,9 +7,9 @@ before a deploy), with labels ``alertname, severity, bucket, metric, ranker`` (t
 that on-call sees no user is served by the candidate. Annotations: ``summary`` (effect and
 interval), ``description``, ``runbook_url``, ``dashboard_url``. Prometheus raises copies from the exported
 verdict (``deploy/prometheus/rules/canary.yml``: ``SearchRelevanceCanaryVerdictRegression``,
-``SearchRelevanceDeployVerdictRegression``, same labels otherwise); Alertmanager inhibits a copy while
-this direct alert fires, so the copy notifies only when the direct path is missing. A shadow's
-regression has no Prometheus copy (those rules select ``kind="canary"`` and ``kind="deploy"``).
+``SearchRelevanceDeployVerdictRegression``, ``SearchRelevanceShadowVerdictRegression`` for a shadow's, same
+labels otherwise); Alertmanager inhibits a copy while this direct alert fires, so the copy notifies only
+when the direct path is missing.
 
 A flagged check of a pair (:mod:`.checks`) is an alert too, one per pair whatever the metrics that carry
 it: ``SearchRelevanceSampleRatioMismatch`` (the canary's share of impressions is not the declared one:
