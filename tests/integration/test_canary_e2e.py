@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.parse
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,33 +34,27 @@ import pytest
 
 from monitor.core.canary.alerts import ALERTNAMES, AlertConfig, annotations_of
 from monitor.sim import simulate
-from tests.support.canary_e2e import ALERT_INTERVAL, CONFIG_TOML, JOIN_WINDOW, TRAFFIC, comparison
-from tests.support.http_helpers import eventually, http_json
-from tests.support.worker_harness import Group, Stream, Worker, flush_events, parse_metrics
+from tests.support.canary_e2e import (
+    ALERT_INTERVAL,
+    CONFIG_TOML,
+    JOIN_WINDOW,
+    TRAFFIC,
+    CandidateRun,
+    comparison,
+    drained,
+)
+from tests.support.http_helpers import eventually
+from tests.support.worker_harness import Group, parse_metrics
 
 pytestmark = pytest.mark.integration
 
 
-@dataclass
-class Canary:
-    group: Group
-    worker: Worker
-    control: str
-    canary: str
-    messages: int
-    seconds: float
+class Canary(CandidateRun):
+    """A run whose candidate is the canary."""
 
-    def alerts(self) -> list[dict[str, Any]]:
-        """Alertmanager's current (unresolved) alerts about this canary."""
-        url = self.group.extra_env["MONITOR_ALERTMANAGER_URL"]
-        query = urllib.parse.urlencode({"filter": f'ranker="{self.canary}"'})
-        return list(http_json(f"{url}/api/v2/alerts?{query}"))
-
-    def verdicts(self) -> tuple[int, list[dict[str, Any]]]:
-        """``monitor canary --candidate <canary> --json``: exit status and rows."""
-        done = self.group.cli("canary", "--candidate", self.canary, "--json")
-        assert done.returncode in (0, 1, 2), done.stderr
-        return done.returncode, json.loads(done.stdout) if done.stdout.strip() else []
+    @property
+    def canary(self) -> str:
+        return self.candidate
 
 
 @pytest.fixture
@@ -75,16 +68,9 @@ def run_canary(kafka_bootstrap: str, redis_url: str, alertmanager_url: str,
         control, canary = f"control-{tag}", f"canary-{tag}"
         result = simulate(replace(TRAFFIC, regression=regression, control_ranker=control, canary_ranker=canary,
                                   id_prefix=f"s{tag}"))
-        stream = Stream(kafka_bootstrap)
-        events = [*result.events,
-                  *flush_events(stream, max(e.ts for e in result.events) + JOIN_WINDOW + 1, prefix=f"flush{tag}")]
-        assert stream.send(events) == len(events)
-        group = Group(stream, redis_url, tmp_path, f"canary-{tag}", CONFIG_TOML, extra_env={
-            "MONITOR_ALERTMANAGER_URL": alertmanager_url, "MONITOR_ALERT_INTERVAL": str(ALERT_INTERVAL)})
-        groups.append(group)
-        worker = group.start()
-        group.drain()
-        return Canary(group, worker, control, canary, len(events), time.monotonic() - started)
+        group, worker, sent = drained(groups, kafka_bootstrap, redis_url, alertmanager_url, tmp_path,
+                                      f"canary-{tag}", CONFIG_TOML, result.events, JOIN_WINDOW)
+        return Canary(group, worker, control, canary, sent, time.monotonic() - started)
 
     yield run
     for group in groups:

@@ -27,9 +27,7 @@ ranker names of its own, so concurrent runs against one Alertmanager do not see 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-import urllib.parse
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -46,8 +44,8 @@ from monitor.core.stream.stats import Stats
 from monitor.sim import SimResult, simulate
 from monitor.store.keys import Keys
 from monitor.store.reader import Reader
-from tests.support.canary_e2e import ALERT_INTERVAL, comparison
-from tests.support.http_helpers import eventually, http_json
+from tests.support.canary_e2e import ALERT_INTERVAL, CandidateRun, comparison, drained
+from tests.support.http_helpers import eventually
 from tests.support.shadow_e2e import (
     CONFIG_TOML,
     DROP,
@@ -58,7 +56,7 @@ from tests.support.shadow_e2e import (
     served_only,
     traffic,
 )
-from tests.support.worker_harness import Group, Stream, Worker, flush_events, parse_metrics
+from tests.support.worker_harness import Group, parse_metrics
 
 pytestmark = pytest.mark.integration
 
@@ -67,26 +65,10 @@ METRICS = ("dcg", "pnr")
 
 
 @dataclass
-class Shadow:
-    group: Group
-    worker: Worker
-    control: str
-    candidate: str
+class Shadow(CandidateRun):
+    """A run whose candidate is a shadow ranker, with the simulation it drained."""
+
     result: SimResult
-    messages: int
-    seconds: float
-
-    def alerts(self) -> list[dict[str, Any]]:
-        """Alertmanager's current (unresolved) alerts about this candidate."""
-        url = self.group.extra_env["MONITOR_ALERTMANAGER_URL"]
-        query = urllib.parse.urlencode({"filter": f'ranker="{self.candidate}"'})
-        return list(http_json(f"{url}/api/v2/alerts?{query}"))
-
-    def verdicts(self) -> tuple[int, list[dict[str, Any]]]:
-        """``monitor canary --candidate <candidate> --json``: exit status and rows."""
-        done = self.group.cli("canary", "--candidate", self.candidate, "--json")
-        assert done.returncode in (0, 1, 2), done.stderr
-        return done.returncode, json.loads(done.stdout) if done.stdout.strip() else []
 
     def paired_state(self) -> tuple[dict[str, Stats], dict[str, Stats]]:
         """The worker's paired groups in Redis: (running totals, the history's epochs summed)."""
@@ -119,16 +101,9 @@ def run_shadow(kafka_bootstrap: str, redis_url: str, alertmanager_url: str,
         tag = uuid.uuid4().hex[:10]
         control, candidate = f"control-{tag}", f"shadow-{tag}"
         result = simulate(traffic(candidate, drop, control))
-        stream = Stream(kafka_bootstrap)
-        served = served_only(result)
-        events = [*served, *flush_events(stream, max(e.ts for e in served) + JOIN_WINDOW + 1, prefix=f"flush{tag}")]
-        assert stream.send(events) == len(events)
-        group = Group(stream, redis_url, tmp_path, f"shadow-{tag}", CONFIG_TOML, extra_env={
-            "MONITOR_ALERTMANAGER_URL": alertmanager_url, "MONITOR_ALERT_INTERVAL": str(ALERT_INTERVAL)})
-        groups.append(group)
-        worker = group.start()
-        group.drain()
-        return Shadow(group, worker, control, candidate, result, len(events), time.monotonic() - started)
+        group, worker, sent = drained(groups, kafka_bootstrap, redis_url, alertmanager_url, tmp_path,
+                                      f"shadow-{tag}", CONFIG_TOML, served_only(result), JOIN_WINDOW)
+        return Shadow(group, worker, control, candidate, sent, time.monotonic() - started, result)
 
     yield run
     for group in groups:
