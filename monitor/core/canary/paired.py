@@ -39,6 +39,7 @@ import numpy.typing as npt
 
 from monitor.core.canary.estimates import LogStatistic
 from monitor.core.canary.verdict_paths import ZERO_MEAN, FloatArray
+from monitor.core.stream.shadow import paired_fields
 
 DCG_PARTS = ("x", "y")
 PNR_PARTS = ("cx", "dx", "cy", "dy")
@@ -61,19 +62,14 @@ def _value(name: str, value: float) -> float:
 def paired_stats(served_dcg: float, shadow_dcg: float, served_pairs: tuple[float, float],
                  shadow_pairs: tuple[float, float]) -> dict[str, float]:
     """One session's contribution: its served and shadow DCG@k, and each list's (concordant, discordant)
-    pair counts (grade-tied pairs left out); the fields are :data:`FIELDS`."""
+    pair counts (grade-tied pairs left out), checked, as the stream adds them
+    (:func:`~monitor.core.stream.shadow.paired_fields`); the fields are :data:`FIELDS`."""
     x, y = _value("served_dcg", served_dcg), _value("shadow_dcg", shadow_dcg)
     if len(served_pairs) != 2 or len(shadow_pairs) != 2:
         raise ValueError("served_pairs, shadow_pairs: expected (concordant, discordant)")
-    parts = dict(zip(PNR_PARTS, (_value("served concordant", served_pairs[0]),
-                                 _value("served discordant", served_pairs[1]),
-                                 _value("shadow concordant", shadow_pairs[0]),
-                                 _value("shadow discordant", shadow_pairs[1])), strict=True))
-    out = {"pair_n": 1.0, "pair_x": x, "pair_y": y, "pair_xx": x * x, "pair_yy": y * y, "pair_xy": x * y}
-    out.update({f"pair_{p}": v for p, v in parts.items()})
-    out.update({f"pair_{a}_{b}": parts[a] * parts[b]
-                for i, a in enumerate(PNR_PARTS) for b in PNR_PARTS[i:]})
-    return out
+    served = (_value("served concordant", served_pairs[0]), _value("served discordant", served_pairs[1]))
+    shadow = (_value("shadow concordant", shadow_pairs[0]), _value("shadow discordant", shadow_pairs[1]))
+    return paired_fields(x, y, served, shadow)
 
 
 def sums_of(stats: Mapping[str, float], metric: str) -> tuple[float, ...]:

@@ -53,10 +53,8 @@ def paired_fields(x: float, y: float, served_pairs: tuple[float, float],
                   shadow_pairs: tuple[float, float]) -> dict[str, float]:
     """One session's paired sums: ``pair_n`` = 1, the served and shadow DCG@k ``pair_x``, ``pair_y`` and
     their products, the (concordant, discordant) pairs of both lists, ``pair_cx``, ``pair_dx``,
-    ``pair_cy``, ``pair_dy``, and every product of two of those: the fields (and values) of
-    :func:`monitor.core.canary.paired.paired_stats`, which the canary reads (written here, not imported:
-    the canary imports the stream core, not the other way round; tests/unit/test_shadow_join.py checks
-    that both agree).
+    ``pair_cy``, ``pair_dy``, and every product of two of those: what the canary reads
+    (:func:`monitor.core.canary.paired.paired_stats` checks its inputs and calls this).
 
     >>> f = paired_fields(2.0, 1.5, (3.0, 1.0), (2.0, 2.0))
     >>> f["pair_xy"], f["pair_cx_dy"], len(f)
