@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from monitor.core.canary.paired import FIELDS as PAIRED_FIELDS
 from monitor.core.stream.counters import DEAD_LETTER, LABELS_DROPPED, UNDECLARED
 from monitor.core.stream.snapshot import Snapshot
 from monitor.core.stream.stats import FIELDS, Stats, summarise
@@ -57,6 +58,11 @@ LABELLED = {DEAD_LETTER: "dead_letters", LABELS_DROPPED: "labels_dropped",
             UNDECLARED: "undeclared_impressions"}
 """The labelled counters of the partition (no group): each family's name → the metric family (without the
 prefix) that exports it, its label (``reason``) the counter's ``label``."""
+
+EXPORTED_STATS = (*FIELDS, *PAIRED_FIELDS)
+"""The statistics ``stat_added``/``stat_removed`` export: a served group's :data:`FIELDS`, and a paired
+group's (``bucket|candidate|shadow``) sums, ``pair_n`` … ``pair_dy_dy``, from which the paired verdicts'
+estimates can be recomputed in PromQL."""
 
 Family = GaugeMetricFamily | CounterMetricFamily
 
@@ -172,7 +178,7 @@ class RelevanceCollector(Collector):
         for direction, source in (("added", snap.added), ("removed", snap.removed)):
             totals: dict[tuple[tuple[str, str, str], str], float] = {}
             for group, stats in source.items():
-                for stat in FIELDS:
+                for stat in EXPORTED_STATS:
                     if stat in stats:
                         key = (exported[group], stat)
                         totals[key] = totals.get(key, 0.0) + stats[stat]

@@ -13,11 +13,11 @@ What it must show:
   stream), its verdicts are never a regression and its DCG passes in every bucket;
 * the paired sums (``pair_n``, ``pair_x`` … ``pair_dy_dy``: 20 per group ``bucket|candidate|shadow``) the
   worker wrote equal an offline recomputation from the simulator's ground truth
-  (``tests/support/simulated.recompute_paired``, no stream code) to 1e-9. ``/metrics`` does not export
-  them (``search_relevance_stat_added`` has the served statistics only), so they are read where the worker
-  keeps them, its Redis state: the running totals (``Reader.snapshot``) and the epochs the verdicts read
-  (``Reader.history``); and what ``/metrics`` does export of them is checked against the same
-  recomputation: ``search_relevance_canary_sessions`` (both arms: ``pair_n``) and
+  (``tests/support/simulated.recompute_paired``, no stream code) to 1e-9: where the worker keeps them,
+  its Redis state (the running totals, ``Reader.snapshot``, and the epochs the verdicts read,
+  ``Reader.history``), and on ``/metrics``: ``search_relevance_stat_added_total`` minus
+  ``..._stat_removed_total`` with ``stat="pair_…"`` for ``ranker=<candidate>, variant="shadow"``, and
+  what the verdicts export of them, ``search_relevance_canary_sessions`` (both arms: ``pair_n``) and
   ``search_relevance_canary_estimate`` (ȳ / x̄ − 1, and PNR's ratio of ratios).
 
 The traffic and why seed 4 makes the assertions robust: ``tests/support/shadow_e2e.py``. Each test uses
@@ -121,8 +121,12 @@ def served_by_no_one(s: Shadow) -> None:
     impressions = {dict(labels)["ranker"] for name, labels in samples if name == "search_relevance_impressions_total"}
     assert impressions == {s.control, "flush"}, impressions
     served = {dict(labels).get("ranker") for name, labels in samples
-              if name in ("search_relevance_dcg", "search_relevance_stat_added_total")}
+              if name == "search_relevance_dcg" or (name == "search_relevance_stat_added_total"
+                                                    and not dict(labels)["stat"].startswith("pair_"))}
     assert s.candidate not in served, served
+    paired = {(dict(labels)["ranker"], dict(labels)["variant"]) for name, labels in samples
+              if name == "search_relevance_stat_added_total" and dict(labels)["stat"].startswith("pair_")}
+    assert paired == {(s.candidate, "shadow")}, paired
     kinds = {dict(labels)["kind"] for name, labels in samples if name == "search_relevance_canary_verdict"}
     assert kinds == {"shadow"}, kinds
 
@@ -142,6 +146,12 @@ def assert_paired_sums_are_the_truths(s: Shadow) -> None:
     samples = parse_metrics(s.worker.metrics_text())
     for bucket in BUCKETS:
         sums = want[f"{bucket}|{s.candidate}|shadow"]
+        group = (("bucket", bucket), ("ranker", s.candidate), ("variant", "shadow"))
+        for field in PAIRED_FIELDS:
+            key = tuple(sorted((*group, ("stat", field))))
+            net = samples[("search_relevance_stat_added_total", key)] - \
+                samples.get(("search_relevance_stat_removed_total", key), 0.0)
+            assert net == pytest.approx(sums[field], rel=1e-9, abs=1e-9), ("/metrics", bucket, field)
         for metric in METRICS:
             labels = (("baseline", "served"), ("bucket", bucket), ("candidate", s.candidate), ("kind", "shadow"),
                       ("metric", metric))

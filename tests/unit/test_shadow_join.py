@@ -287,16 +287,35 @@ def test_one_and_four_partitions_give_the_same_paired_totals() -> None:
         assert one[group] == pytest.approx(four[group], rel=1e-12, abs=1e-9)
 
 
-def test_the_exporter_counts_paired_sessions_and_shows_no_served_gauge_for_a_paired_group() -> None:
+def test_the_exporter_exports_paired_sums_and_counts_and_no_served_gauge_for_a_paired_group() -> None:
+    """A paired group (``bucket|candidate|shadow``) has its ``shadow_scored`` counter and its 20 paired sums
+    as ``stat_added``/``stat_removed`` (``stat="pair_…"``), whose net equals the paired totals; no gauge
+    and no served statistic."""
     from prometheus_client.registry import CollectorRegistry
 
     from monitor.export.prometheus import RelevanceCollector
-    _, events = stream(n=120)
-    pipeline = run(with_lists(events, two_lists))
+    result, events = stream(n=120)
+    shadowed = with_lists(events, two_lists)
+    pipeline = run(shadowed)
     registry = CollectorRegistry()
     registry.register(RelevanceCollector(pipeline.snapshot))
     samples = [s for m in registry.collect() for s in m.samples]
-    paired = [s for s in samples if s.labels.get("variant") == "shadow"]
-    assert {s.name for s in paired} == {"search_relevance_shadow_scored_total"}
-    assert {s.labels["ranker"] for s in paired} == {"rot", "rev"}
-    assert sum(s.value for s in paired) == sum(v for c, v in pipeline.counters.items() if c.name == "shadow_scored")
+    group_samples = [s for s in samples if s.labels.get("variant") == "shadow"]
+    assert {s.name for s in group_samples} == {"search_relevance_shadow_scored_total", "search_relevance_stat_added_total",
+                                        "search_relevance_stat_removed_total"}
+    assert {s.labels["ranker"] for s in group_samples} == {"rot", "rev"}
+    scored = [s for s in group_samples if s.name == "search_relevance_shadow_scored_total"]
+    assert sum(s.value for s in scored) == sum(v for c, v in pipeline.counters.items() if c.name == "shadow_scored")
+    net: dict[str, dict[str, float]] = {}
+    for s in group_samples:
+        if s.name.startswith("search_relevance_stat_"):
+            assert s.labels["stat"] in paired.FIELDS, s
+            sign = 1.0 if s.name == "search_relevance_stat_added_total" else -1.0
+            group = net.setdefault(f"{s.labels['bucket']}|{s.labels['ranker']}|shadow", {})
+            group[s.labels["stat"]] = group.get(s.labels["stat"], 0.0) + sign * s.value
+    want = recompute_paired(result, shadow_of(shadowed))
+    assert set(net) == set(want) and want
+    for group, sums in want.items():
+        assert set(net[group]) == set(sums)
+        for field, value in sums.items():
+            assert net[group][field] == pytest.approx(value, rel=1e-9, abs=1e-9), (group, field)
