@@ -141,9 +141,30 @@ def test_a_regression_holds_while_its_estimate_wanders_above_the_minimum_drop() 
     assert sticky.changes.tolist() == [1, 1, 1, 1]
 
 
-def test_a_regression_proven_smaller_than_the_minimum_becomes_a_pass() -> None:
+def test_a_regression_is_final_even_when_later_proven_smaller_than_the_minimum() -> None:
+    """The raw rule would pass the second look (its interval rules out a 2% drop); the sticky verdict
+    keeps the regression, while its interval narrows as before."""
     raw = path_of([-0.05, -0.012], [-0.09, -0.019], [-0.011, -0.005])
-    assert sticky_path(raw, CanaryConfig()).code.tolist() == [REGRESSION, PASS]
+    assert raw.code.tolist() == [REGRESSION, PASS]
+    sticky = sticky_path(raw, CanaryConfig())
+    assert sticky.code.tolist() == [REGRESSION, REGRESSION]
+    assert sticky.lower.tolist() == [-0.09, -0.019] and sticky.changes.tolist() == [1, 1]
+
+
+def test_a_reset_turns_a_pass_into_a_regression_but_never_a_regression_into_a_pass() -> None:
+    """A candidate that breaks during the comparison is caught after a pass (the effect moved: the
+    intersection restarts); a regression's comparison whose effect moves up keeps its regression."""
+    broke = path_of([0.0, 0.0, -0.2], [-0.01, -0.015, -0.25], [0.01, 0.02, -0.15])
+    assert sticky_path(broke, CanaryConfig()).code.tolist() == [PASS, PASS, REGRESSION]
+    healed = path_of([-0.2, -0.2, 0.0, 0.0], [-0.25, -0.24, -0.01, -0.005], [-0.15, -0.16, 0.01, 0.004])
+    assert raw_codes(healed) == [REGRESSION, REGRESSION, PASS, PASS]
+    sticky = sticky_path(healed, CanaryConfig())
+    assert sticky.code.tolist() == [REGRESSION] * 4
+    assert sticky.resets.tolist() == [0, 0, 1, 1] and sticky.changes.tolist() == [1, 1, 1, 1]
+
+
+def raw_codes(path: VerdictPath) -> list[int]:
+    return [int(c) for c in path.code]
 
 
 def test_an_interval_disjoint_from_the_intersection_restarts_it() -> None:

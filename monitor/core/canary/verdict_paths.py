@@ -133,16 +133,20 @@ def sticky_path(path: VerdictPath, config: CanaryConfig) -> VerdictPath:
     * **pass** once the intersection rules out a drop of d (max lower > −d): it only narrows, so a pass
       is never lost;
     * **regression** once the intersection lies below 0 with the estimate (the current one, moved into
-      the intersection) at a drop of d or more, and from then on while the intersection does not rule
-      out a drop of d: an estimate wandering back above −d does not end it. A regression can still
-      become a pass, when the intersection proves the drop smaller than d;
+      the intersection) at a drop of d or more; then **final** for the period: neither an estimate
+      wandering back above −d, nor an intersection that later proves the drop smaller than d, nor a
+      reset turns it into a pass. An alert that fired is never recanted by the same comparison (a false
+      regression is a probability-α event; recanting it flipped 0.1-0.2% of A/A paired comparisons);
+      a new ``canary_start`` or ``deploy`` starts a new period;
     * **inconclusive** otherwise.
 
     **Reset**: when a look's interval is disjoint from the intersection so far (the data changed under
     it, or the effect itself moved: a coverage failure of the whole family is a probability-α event),
-    the intersection restarts at that look and the verdict is decided afresh from there; ``resets``
+    the intersection restarts at that look and the verdict is decided afresh from there (so a pass can
+    become a regression when the candidate breaks during the comparison, never the reverse); ``resets``
     counts it. Looks before an arm has ``min_sessions`` take no part. ``estimate``, ``lower`` and
-    ``upper`` become the sticky ones; ``evidence`` stays the current look's.
+    ``upper`` become the sticky ones (after a regression they go on narrowing, and may come to rule out
+    a drop of d: the verdict stays); ``evidence`` stays the current look's.
     """
     shape = path.code.shape
     looks = shape[-1] if shape else 1
@@ -165,6 +169,9 @@ def sticky_path(path: VerdictPath, config: CanaryConfig) -> VerdictPath:
             resets[r, start:end] = count
             count += 1
             start = None if following is None else end
+        hit = np.flatnonzero(code[r] == REGRESSION)
+        if hit.size:  # final: held to the end of the period
+            code[r, hit[0]:] = REGRESSION
     sticky = code.reshape(shape)
     return VerdictPath(kept.reshape(shape), lo.reshape(shape), hi.reshape(shape), path.evidence, sticky,
                        path.eligible, changes_of(sticky), resets.reshape(shape))
