@@ -112,7 +112,8 @@ def build(settings: WorkerSettings) -> Runtime:
                 await backoff.pause()
 
     consumer = BatchConsumer(settings, processor, send)
-    exporter = RollupLease(state, settings.canary(), settings.rollup_interval)
+    exporter = RollupLease(state, settings.canary(), settings.rollup_interval,
+                           max_age=settings.max_rollup_age)
     runtime = Runtime(settings, app, redis, state, processor, consumer, exporter)
 
     @app.task  # type: ignore[untyped-decorator]

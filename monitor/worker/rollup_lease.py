@@ -20,7 +20,10 @@ Timing, with ``I`` = ``rollup_interval`` and ``d`` = how long the last computati
 
 A scrape exports the stored rollup whatever its age, with ``search_relevance_rollup_age_seconds``; there
 is none before the first (then the shared series have no samples), and ``/readyz`` reports a rollup
-missing or past its freshness (:meth:`RollupLease.problems`).
+missing or past its freshness, or older than ``max_rollup_age`` (30 s by default), whatever the reason:
+an exporter that died and whose lease has not run out, a computation so slow that its schedule
+(``10·d``) leaves the values older than that, a consuming loop too busy to compute
+(:meth:`RollupLease.problems`).
 """
 
 from __future__ import annotations
@@ -60,10 +63,15 @@ class RollupLease:
     worker makes of the rollup."""
 
     def __init__(self, state: RedisState, canary: CanaryConfig, interval: float,
-                 token: str | None = None) -> None:
+                 token: str | None = None, max_age: float | None = None) -> None:
         if interval <= 0:
             raise ValueError(f"rollup interval must be positive, got {interval}")
+        if max_age is not None and max_age <= 0:
+            raise ValueError(f"max rollup age must be positive, got {max_age}")
         self.state, self.canary, self.interval = state, canary, interval
+        self.max_age = max_age
+        """The age past which ``/readyz`` says the exported values are too old (None: no bound but the
+        freshness the exporter promises)."""
         self.fingerprint = fingerprint(state.config, canary)
         keys = state.keys
         self.lease = Lease(state.redis, keys.rollup(self.fingerprint, "lease"),
@@ -163,4 +171,8 @@ class RollupLease:
         if now > fresh:
             return [f"rollup: stale, computed {now - at:.0f} s ago and not replaced in time (no worker is "
                     f"computing it)"]
+        if self.max_age is not None and now - at > self.max_age:
+            return [f"rollup: computed {now - at:.1f} s ago, older than max_rollup_age ({self.max_age:g} s): "
+                    "the exported values are that old (search_relevance_rollup_duration_seconds says how "
+                    "long a computation takes; the exporter computes every max(rollup_interval, 10 × that))"]
         return []

@@ -86,6 +86,7 @@ class WorkerSettings:
     canary_covariate_min_sessions: int = 1
     alert_interval: float = 15.0
     rollup_interval: float = 5.0  # seconds between rollups of what /metrics exports (worker/rollup_lease.py)
+    max_rollup_age: float = 30.0  # /readyz is not ready while the rollup is older than this (seconds)
     idle_timeout: float = 60.0  # wall seconds without an impression before a partition counts as quiet
     runbook_base: str | None = None
     dashboard_url: str | None = None
@@ -175,6 +176,7 @@ ENV: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "canary_covariate_min_sessions": ("MONITOR_CANARY_COVARIATE_MIN_SESSIONS", v.integer(1, 1_000_000)),
     "alert_interval": ("MONITOR_ALERT_INTERVAL", v.seconds),
     "rollup_interval": ("MONITOR_ROLLUP_INTERVAL", v.seconds),
+    "max_rollup_age": ("MONITOR_MAX_ROLLUP_AGE", v.seconds),
     "idle_timeout": ("MONITOR_IDLE_TIMEOUT", v.seconds),
     "runbook_base": ("MONITOR_RUNBOOK_BASE", v.http_url),
     "dashboard_url": ("MONITOR_DASHBOARD_URL", v.http_url),

@@ -9,13 +9,17 @@ exporter's timing and its setting.
 * the exporter's timing: a rollup is fresh at least until its successor is due, both when its exporter
   lives (the next computation, at most a tenth of its time) and when it dies just after storing it (the
   lease runs out, another worker takes it within a tick and computes);
-* ``MONITOR_ROLLUP_INTERVAL``: 5 s by default, a positive number of seconds.
+* ``MONITOR_ROLLUP_INTERVAL``: 5 s by default, a positive number of seconds;
+* ``MONITOR_MAX_ROLLUP_AGE``: 30 s by default; ``/readyz``'s problems name a rollup older than that even
+  while it is within the freshness its exporter promised (the rule over a given (at, fresh); the real
+  Redis read and a killed exporter: tests/integration/test_rollup.py).
 
 The lease itself (Lua in Redis) is tested on a real server: tests/integration/test_rollup.py.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import math
 
@@ -162,3 +166,37 @@ def test_the_interval_setting() -> None:
             load_settings({"MONITOR_ROLLUP_INTERVAL": bad})
     with pytest.raises(ValueError, match="positive"):
         exporter(0.0)
+
+
+def test_the_max_age_setting() -> None:
+    assert load_settings({}).max_rollup_age == 30.0
+    assert load_settings({"MONITOR_MAX_ROLLUP_AGE": "2.5"}).max_rollup_age == 2.5
+    for bad in ("0", "-1", "never"):
+        with pytest.raises(SettingsError, match="MONITOR_MAX_ROLLUP_AGE: must be a positive number of seconds"):
+            load_settings({"MONITOR_MAX_ROLLUP_AGE": bad})
+    state = RedisState(Redis.from_url("redis://127.0.0.1:1/0"), CONFIG, FOUR_LEVEL_SCALE, 4)
+    with pytest.raises(ValueError, match="max rollup age must be positive"):
+        RollupLease(state, CanaryConfig(), 5.0, max_age=0.0)
+
+
+@pytest.mark.parametrize(("age", "max_age", "fresh_in", "problem"), [
+    (10.0, 30.0, 11.0, None),
+    (31.0, 30.0, 40.0, "older than max_rollup_age (30 s)"),   # within its promise, older than the bound
+    (31.0, None, 40.0, None),                                 # no bound: only the promise
+    (25.0, 30.0, -1.0, "stale"),                              # past its promise, younger than the bound
+])
+def test_readiness_names_a_rollup_older_than_the_bound(age: float, max_age: float | None, fresh_in: float,
+                                                      problem: str | None) -> None:
+    state = RedisState(Redis.from_url("redis://127.0.0.1:1/0"), CONFIG, FOUR_LEVEL_SCALE, 4)
+    ex = RollupLease(state, CanaryConfig(), 5.0, token="t", max_age=max_age)
+    now = 1_000_000.0
+
+    async def stored() -> tuple[float, float]:  # what Lease.freshness reads: (at, fresh)
+        return now - age, now + fresh_in
+
+    ex.lease.freshness = stored  # type: ignore[method-assign]
+    found = asyncio.run(ex.problems(now))
+    if problem is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and problem in found[0], found
