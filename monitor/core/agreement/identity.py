@@ -5,7 +5,7 @@ digits of a keyed blake2b hash: stable across processes, not free text, and one-
 the ``keep`` annotators with the most graded pairs keep their label (:func:`cap_annotators`); the others
 are exported together as ``other``, their counts summed, which is exact because they are counts. Whoever
 knows an id and the salt can compute its label, so an on-call engineer can find the annotator behind one
-(docs/runbooks, "RaterAgreementLow").
+(docs/annotate.md, "Rater quality").
 
 >>> annotator_label(3) == annotator_label("3"), annotator_label(3).startswith("r-"), len(annotator_label(3))
 (True, True, 8)
