@@ -8,10 +8,13 @@ quality"); the slow test runs its scenarios over more seeds and panel sizes.
 
 from __future__ import annotations
 
+import doctest
+
 import numpy as np
 import pytest
 
 from monitor.core.agreement.tally import RaterThresholds, assess
+from monitor.sim import raters as sim_raters
 from monitor.sim.config import SimConfig
 from monitor.sim.raters import PanelConfig, RaterSpec, draw_pairs, honest_panel, run_panel
 
@@ -89,6 +92,12 @@ def test_a_drifting_annotator_fails_gold() -> None:
     flagged = low(run_panel(PanelConfig(raters=raters, hours=2.0, seed=0)).tally)
     assert "r5:gold_exact" in flagged
     assert not any(flag.startswith(("r1:", "r2:", "r3:", "r4:")) for flag in flagged)
+
+
+def test_doctests() -> None:
+    """monitor/sim is not among pytest's doctest paths: the module's examples are run here."""
+    result = doctest.testmod(sim_raters)
+    assert result.failed == 0 and result.attempted > 0
 
 
 @pytest.mark.slow

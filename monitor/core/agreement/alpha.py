@@ -52,7 +52,7 @@ def unit_pairs(levels: int, values: Iterable[int | None]) -> tuple[int, IntMatri
     return len(present), np.outer(counts, counts) - np.diag(counts)
 
 
-def difference(metric: Metric, totals: FloatMatrix | npt.NDArray[np.float64],
+def difference(metric: Metric, totals: npt.NDArray[np.float64],
                values: Sequence[float] | None = None) -> FloatMatrix:
     """The levels × levels δ² of ``metric``; ``totals`` (n_c) for ``ordinal``, ``values`` (default: the
     levels) for ``interval`` and ``ratio``."""

@@ -81,11 +81,17 @@ class RaterTally:
             raise MonitorError(f"cannot combine tallies of {self.levels} and {other.levels} levels")
         for bucket, coincidence in other.buckets.items():
             mine = self.buckets.setdefault(bucket, Coincidence(self.levels))
-            mine.merge(coincidence) if sign > 0 else mine.take_back(coincidence)
+            if sign > 0:
+                mine.merge(coincidence)
+            else:
+                mine.take_back(coincidence)
         for own, theirs in ((self.peers, other.peers), (self.gold, other.gold)):
             for rater, matrix in theirs.items():
                 held = own.setdefault(rater, GradeMatrix.empty(self.levels))
-                held.merge(matrix) if sign > 0 else held.take_back(matrix)
+                if sign > 0:
+                    held.merge(matrix)
+                else:
+                    held.take_back(matrix)
 
     def merge(self, other: RaterTally) -> None:
         self._combine(other, 1)
