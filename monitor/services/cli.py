@@ -53,14 +53,17 @@ def _services(text: str) -> list[str]:
     return [name for name in SERVICES if name in names]
 
 
+WORKDIR_HELP = ("working folder: state, configuration, data and logs (default: $MONITOR_SERVICES_DIR, else "
+                ".services/ in the repository; `monitor worker`, `produce`, `canary` and `annotate` find "
+                "the services started there)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="monitor services",
         description="Real Kafka (KRaft), Redis, Prometheus and Alertmanager on 127.0.0.1, without Docker.",
     )
-    parser.add_argument(
-        "--workdir", type=Path, default=None, help="working folder ($MONITOR_SERVICES_DIR or .services/)"
-    )
+    parser.add_argument("--workdir", type=Path, default=None, help=WORKDIR_HELP)
     commands = parser.add_subparsers(dest="command", required=True)
     start = commands.add_parser("up", help="start the services and wait until each answers")
     start.add_argument("--only", type=_services, default=list(DEFAULT_SERVICES),
@@ -81,6 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     setup = commands.add_parser("install", help="install missing Debian packages and cache the Kafka jars")
     setup.add_argument("--only", type=_services, default=list(DEFAULT_SERVICES),
                        help=f"comma-separated, of {', '.join(SERVICES)} (default: all but label-studio)")
+    for command in (start, stop, show, setup):  # before or after the sub-command: both work
+        command.add_argument("--workdir", type=Path, default=argparse.SUPPRESS, help=WORKDIR_HELP)
     return parser
 
 
