@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from monitor.worker.log_filters import quiet_timer_drift
 from monitor.worker.settings import SettingsError, checked, describe, load_settings, refused, with_check
 
 
@@ -35,6 +36,13 @@ def _count(text: str) -> int:
     return value
 
 
+def setup_logging(level: str) -> None:
+    """The worker's log: ``level`` and up, one line per record, with Faust's timer drift notices (one per
+    timer every ten minutes: :mod:`monitor.worker.log_filters`)."""
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    quiet_timer_drift()
+
+
 def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
     try:
@@ -55,7 +63,7 @@ def main(argv: Sequence[str]) -> int:
     from monitor.worker.topics import ensure_topics
 
     level = settings.log_level.upper()
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging(level)
     try:
         partitions = asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topics, settings.partitions,
                                                settings.replication_factor,
