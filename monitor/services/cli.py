@@ -122,6 +122,9 @@ def _up(args: argparse.Namespace, workdir: Path) -> int:
         else:
             timing = f"ready in {report.started[name]:5.1f} s"
         print(f"{name:<13} {timing:<17} {report.addresses[name]}")
+        if report.resumed.get(name):
+            nodes = ", ".join(f"node-{index}" for index in report.resumed[name])
+            print(f"{'':<13} {nodes} started again (the other nodes were running)")
         if name == "label-studio":
             record = State.load(workdir).services[name]
             print(f"{'':<13} user {record['user']}, personal access token in {record['token_file']}")
@@ -138,10 +141,15 @@ def _status(args: argparse.Namespace, workdir: Path) -> int:
         if not report["services"]:
             print(f"nothing started by `monitor services up` in {workdir}")
         for name, service in report["services"].items():
+            processes = service["processes"]
             state = "answers" if service["answers"] else "running, not answering"
-            state = state if service["running"] else "stopped"
-            pids = ",".join(str(p["pid"]) for p in service.get("processes") or [service])
+            if not service["running"]:
+                running = sum(p["running"] for p in processes)
+                state = f"{running} of {len(processes)} nodes running" if running else "stopped"
+            pids = ",".join(f"{p['pid']}{'' if p['started_by_up'] else '*'}" for p in processes)
             print(f"{name:<13} {state:<23} {service['address']:<28} pid {pids}")
+            if not all(p["started_by_up"] for p in processes):
+                print(f"{'':<13} * started again outside `monitor services up`, in its folder and port")
             print(f"{'':<13} log {service['log']}")
         last = report["last_up"]
         if last:
