@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from monitor.services.found import found_services
 from monitor.worker.settings import SettingsError, checked, refused, with_check
 
 
@@ -30,7 +31,7 @@ def main(argv: Sequence[str]) -> int:
         sys.stderr.write(f"monitor annotate: {error}; install it with pip install '.[annotate]'\n")
         return 2
     try:
-        settings = load_annotate_settings(os.environ)
+        settings = load_annotate_settings(os.environ, found_services(os.environ))
     except SettingsError as error:
         return refused("monitor annotate", error)
     if args.check:

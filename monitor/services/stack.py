@@ -59,9 +59,10 @@ DEFAULT_PORTS: dict[str, int] = {
 }
 
 
-def default_workdir() -> Path:
-    """``$MONITOR_SERVICES_DIR`` or ``.services/`` in the repository root."""
-    configured = os.environ.get("MONITOR_SERVICES_DIR")
+def default_workdir(env: Mapping[str, str] | None = None) -> Path:
+    """``$MONITOR_SERVICES_DIR`` (of ``env``, default the process's) or ``.services/`` in the repository
+    root."""
+    configured = (os.environ if env is None else env).get("MONITOR_SERVICES_DIR", "").strip()
     return Path(configured).expanduser().resolve() if configured else REPO_ROOT / ".services"
 
 

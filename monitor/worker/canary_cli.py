@@ -27,12 +27,14 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from monitor.core.canary import KINDS, Check, Comparison, Overall, overall
 from monitor.core.canary.alerts import check_note
-from monitor.worker.settings import SettingsError, load_settings, refused
+from monitor.services.found import found_services
+from monitor.worker.settings import SettingsError, default_hint, load_settings, refused
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -166,17 +168,20 @@ async def fetch(settings: Any, direct: bool = False) -> list[Comparison]:
 
 def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
+    services = found_services(os.environ)
+    hint = partial(default_hint, key="redis_url", services=services)
     try:
-        settings = load_settings(os.environ, args.config)
+        settings = load_settings(os.environ, args.config, services)
     except SettingsError as error:
         return refused("monitor canary", error)
     try:
         found = asyncio.run(fetch(settings, args.direct))
     except OSError as error:
-        sys.stderr.write(f"monitor canary: cannot read Redis ({error})\n")
+        sys.stderr.write(f"monitor canary: cannot read Redis ({error}){hint(settings)}\n")
         return 2
     except Exception as error:  # redis-py's connection errors are not OSErrors
-        sys.stderr.write(f"monitor canary: cannot read Redis ({type(error).__name__}: {error})\n")
+        sys.stderr.write(f"monitor canary: cannot read Redis ({type(error).__name__}: {error})"
+                         f"{hint(settings)}\n")
         return 2
     shown = [c for c in found if (args.candidate is None or c.candidate == args.candidate)
              and (args.baseline is None or c.baseline == args.baseline)

@@ -11,8 +11,17 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from monitor.services.found import found_services
 from monitor.worker.log_filters import quiet_timer_drift
-from monitor.worker.settings import SettingsError, checked, describe, load_settings, refused, with_check
+from monitor.worker.settings import (
+    SettingsError,
+    checked,
+    default_hint,
+    describe,
+    load_settings,
+    refused,
+    with_check,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,8 +54,9 @@ def setup_logging(level: str) -> None:
 
 def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
+    services = found_services(os.environ)
     try:
-        settings = load_settings(os.environ, args.config)
+        settings = load_settings(os.environ, args.config, services)
     except SettingsError as error:
         return refused("monitor worker", error)
     if args.check:
@@ -69,7 +79,8 @@ def main(argv: Sequence[str]) -> int:
                                                settings.replication_factor,
                                                security=settings.kafka_security()))
     except SettingsError as error:
-        return refused("monitor worker", error)
+        hint = default_hint(settings, "kafka_bootstrap", services)
+        return refused("monitor worker", SettingsError(f"{error}{hint}"))
     runtime = build(replace(settings, partitions=partitions))
     logging.getLogger("monitor.worker").info("starting with %s", json.dumps(describe(settings)))
     worker = Worker(runtime.app, loglevel=level, quiet=True, redirect_stdouts=False)

@@ -16,10 +16,11 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
+from monitor.services.found import found_services
 from monitor.sim import SimConfig, generate
 from monitor.sim.records import SimEvent
 from monitor.worker.security import KafkaSecurity
-from monitor.worker.settings import SettingsError, load_settings, refused
+from monitor.worker.settings import SettingsError, default_hint, load_settings, refused
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,8 +74,9 @@ async def produce(bootstrap: str, topics: dict[str, str], events: Iterable[SimEv
 
 def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
+    services = found_services(os.environ)
     try:
-        settings = load_settings(os.environ)
+        settings = load_settings(os.environ, services=services)
     except SettingsError as error:
         return refused("monitor produce", error)
     bootstrap = args.bootstrap or settings.kafka_bootstrap
@@ -93,7 +95,8 @@ def main(argv: Sequence[str]) -> int:
         asyncio.run(ensure_topics(bootstrap, settings.topics, settings.partitions,
                                   settings.replication_factor, security=settings.kafka_security()))
     except SettingsError as error:
-        return refused("monitor produce", error)
+        hint = "" if args.bootstrap else default_hint(settings, "kafka_bootstrap", services)
+        return refused("monitor produce", SettingsError(f"{error}{hint}"))
     run = 0
     while True:
         this = replace(config, seed=config.seed + run, start_ts=config.start_ts + run * config.duration_s,
