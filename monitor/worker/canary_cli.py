@@ -36,9 +36,20 @@ from monitor.core.canary.alerts import check_note
 from monitor.services.found import found_services
 from monitor.worker.settings import SettingsError, default_hint, load_settings, refused
 
+ENVIRONMENT = """\
+environment: the worker's settings (docs/worker.md), so that it reads what the workers wrote:
+  MONITOR_REDIS_URL          the workers' Redis (default: the Redis `monitor services up` runs, else
+                             redis://127.0.0.1:6379/0); MONITOR_REDIS_PASSWORD(_FILE) and
+                             MONITOR_REDIS_SSL_CAFILE/_CERTFILE/_KEYFILE for a secured one
+  MONITOR_REDIS_PREFIX       the workers' key prefix (srm)
+  MONITOR_CONFIG (or --config), MONITOR_CANARY_*, MONITOR_SCALE   the workers' stream and canary settings:
+                             the rollup is read under a fingerprint of them (other settings: computed
+                             from the partitions, as --direct)
+"""
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="monitor canary", description=__doc__,
+    parser = argparse.ArgumentParser(prog="monitor canary", description=__doc__, epilog=ENVIRONMENT,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--candidate", help="the new ranker (default: every candidate)")
     parser.add_argument("--baseline", help="the ranker it is compared with (default: every baseline)")
