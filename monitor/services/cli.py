@@ -9,6 +9,7 @@ Examples::
     monitor services up --redis-cluster --redis-replicas 1   # a Redis Cluster (3 primaries, 3 replicas)
     monitor services up --kafka-cluster      # three KRaft brokers, replication factor 3
     monitor services status                  # what runs, whether it answers, last up's time to ready
+    monitor services status --workdir DIR    # in another working folder (--workdir before or after)
     monitor services down [--purge]          # stop what up started (and delete the working folder)
     monitor services install                 # Debian packages and Kafka jars only
 """
