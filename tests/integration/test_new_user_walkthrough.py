@@ -112,7 +112,7 @@ def test_the_readme_worker_block_runs_with_the_defaults(workdir: Path, tmp_path:
 
 
 
-def test_clusters_status_up_twice_a_broker_started_again_by_hand_and_down(workdir: Path) -> None:
+def test_clusters_status_up_twice_nodes_started_again_and_down(workdir: Path) -> None:
     env = user_env(workdir)
     ok(monitor(env, "services", "up", "--workdir", str(workdir), "--free-ports", "--only", "kafka,redis",
                "--redis-cluster", "--kafka-cluster"))
@@ -142,6 +142,14 @@ def test_clusters_status_up_twice_a_broker_started_again_by_hand_and_down(workdi
         assert f"{by_hand.pid}*" in shown and "started again outside" in shown
         assert ok(monitor(env, "services", "up", "--workdir", str(workdir), "--only", "kafka,redis",
                           "--redis-cluster", "--kafka-cluster")).count("already running") == 2
+        node = services["redis-cluster"]["processes"][2]  # a Redis node crashes: up starts it again
+        os.kill(node["pid"], signal.SIGKILL)
+        assert wait_until(lambda: start_time(node["pid"]) is None, 10.0)
+        resumed = ok(monitor(env, "services", "up", "--workdir", str(workdir), "--only", "kafka,redis",
+                             "--redis-cluster", "--kafka-cluster"))
+        assert "node-2 started again (the other nodes were running)" in resumed, resumed
+        assert resumed.count("already running") == 1
+        ok(monitor(env, "services", "status", "--workdir", str(workdir)))  # every node answers again
         began = time.monotonic()
         done = monitor(env, "services", "down", "--workdir", str(workdir))
         ok(done)
