@@ -20,7 +20,8 @@ commands:
   canary     the current canary verdict per bucket and metric, read from Redis
   annotate   the Label Studio bridge: annotation requests into tasks, grades back into the stream
   evaluate   offline evaluation of TREC qrels/run files or JSONL impression sessions
-  services   start, stop or inspect local Kafka, Redis, Prometheus and Alertmanager (up | down | status)
+  services   start, stop or inspect local Kafka, Redis, Prometheus and Alertmanager (up | down | status |
+             install); worker, produce, canary and annotate find what `services up` runs
 
 Run 'monitor <command> --help' for a command's options.
 """

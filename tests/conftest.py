@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
+
 import pytest
 
 pytest_plugins = ["tests.fixtures.services"]
@@ -17,6 +21,14 @@ SERVICE_FIXTURES = frozenset({
     "prometheus_url", "label_studio", "redis_cluster_service", "redis_cluster_url", "kafka_cluster_service",
     "kafka_cluster_bootstrap",
 })
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The tests' commands find no services but their own: ``monitor worker``, ``produce``, ``canary`` and
+    ``annotate`` take the addresses of what ``monitor services up`` runs in ``$MONITOR_SERVICES_DIR``
+    (else ``.services/``, where a developer's may run), so point it at a folder that does not exist; a
+    test of that finding sets its own."""
+    os.environ["MONITOR_SERVICES_DIR"] = str(Path(tempfile.gettempdir()) / f"monitor-tests-no-services-{os.getpid()}")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

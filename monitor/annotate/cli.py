@@ -10,7 +10,28 @@ import os
 import sys
 from collections.abc import Sequence
 
+from monitor.services.found import found_services
 from monitor.worker.settings import SettingsError, checked, refused, with_check
+
+ENVIRONMENT = """\
+environment (docs/annotate.md has the table):
+  required:
+    MONITOR_LABEL_STUDIO_URL             Label Studio's base URL (`monitor services up --only label-studio`:
+                                         http://127.0.0.1:18080)
+    MONITOR_LABEL_STUDIO_TOKEN           a personal access token of the account the bridge acts as,
+      or MONITOR_LABEL_STUDIO_TOKEN_FILE a file holding it (.services/label-studio/personal-access-token)
+    MONITOR_ANNOTATE_SECRET              the shared secret of Label Studio's webhooks (any random string),
+      or MONITOR_ANNOTATE_SECRET_FILE    a file holding it
+  optional:
+    MONITOR_ANNOTATE_HOST, MONITOR_ANNOTATE_PORT   where the webhook and /metrics listen (127.0.0.1:9465)
+    MONITOR_ANNOTATE_WEBHOOK_URL         the URL Label Studio calls (http://HOST:PORT/webhook)
+    MONITOR_ANNOTATE_PROJECT             the project's title (Search relevance)
+    MONITOR_ANNOTATE_DOC_URL, MONITOR_ANNOTATE_DOCUMENTS   a URL template for documents, a JSONL of them
+    MONITOR_ANNOTATE_RECONCILE_INTERVAL  seconds between reconciliations with Label Studio (300)
+    MONITOR_ANNOTATE_SCOPE               query (default) or session
+  Kafka, Redis, topics and the app id are the worker's (MONITOR_CONFIG and MONITOR_* of docs/worker.md):
+  MONITOR_KAFKA_BOOTSTRAP and MONITOR_REDIS_URL default to what `monitor services up` runs.
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="monitor annotate",
         description="Annotation requests into Label Studio tasks, Label Studio grades back into the "
                     "annotations topic. Settings: MONITOR_* environment variables (docs/annotate.md).",
+        epilog=ENVIRONMENT, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     return with_check(parser)
 
@@ -30,7 +52,7 @@ def main(argv: Sequence[str]) -> int:
         sys.stderr.write(f"monitor annotate: {error}; install it with pip install '.[annotate]'\n")
         return 2
     try:
-        settings = load_annotate_settings(os.environ)
+        settings = load_annotate_settings(os.environ, found_services(os.environ))
     except SettingsError as error:
         return refused("monitor annotate", error)
     if args.check:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from monitor.annotate.tasks import Document
+from monitor.services.found import FoundServices
 from monitor.worker.settings import SettingsError, WorkerSettings, load_settings
 
 SECRET_HEADER = "X-Monitor-Annotate-Secret"
@@ -100,9 +101,10 @@ def _documents(path: str) -> dict[str, Document]:
     return out
 
 
-def load_annotate_settings(env: Mapping[str, str]) -> AnnotateSettings:
-    """The bridge's settings from ``env`` (and the worker's config file); :class:`SettingsError` if bad."""
-    worker = load_settings(env)
+def load_annotate_settings(env: Mapping[str, str], services: FoundServices | None = None) -> AnnotateSettings:
+    """The bridge's settings from ``env`` (and the worker's config file, over the addresses of the running
+    ``services``); :class:`SettingsError` if bad."""
+    worker = load_settings(env, services=services)
     url = env.get("MONITOR_LABEL_STUDIO_URL", "").strip().rstrip("/")
     if not url.startswith(("http://", "https://")):
         raise SettingsError(f"MONITOR_LABEL_STUDIO_URL must be an http(s) URL, got {url!r}")

@@ -30,7 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="monitor demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=float, default=DEFAULT_DURATION, metavar="SECONDS",
-                        help=f"wall seconds to play the traffic in (default {DEFAULT_DURATION:g})")
+                        help=f"wall seconds to play the traffic in (default {DEFAULT_DURATION:g}); the "
+                             "event time it spans is --hours (unlike `monitor produce --duration`, which is "
+                             "event time)")
     parser.add_argument("--hours", type=float, default=DEFAULT_HOURS,
                         help=f"hours of simulated event time (default {DEFAULT_HOURS:g})")
     parser.add_argument("--sessions", type=int, default=DEFAULT_SESSIONS,

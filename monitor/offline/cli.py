@@ -60,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--per-query", action="store_true", help="also print each query's values")
     parser.add_argument("--complete", action="store_true",
                         help="like trec_eval -c: judged queries missing from the run count, with value 0")
-    parser.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    parser.add_argument("--format", choices=("table", "json", "csv"), default="table",
+                        help="output format (default table)")
     parser.add_argument("--digits", type=int, default=4, help="decimals in the table (default 4)")
     compare = parser.add_argument_group("comparing runs (QRELS BASELINE RUN [RUN ...])")
     compare.add_argument("--alpha", type=float, default=None,

@@ -9,6 +9,7 @@ Examples::
     monitor services up --redis-cluster --redis-replicas 1   # a Redis Cluster (3 primaries, 3 replicas)
     monitor services up --kafka-cluster      # three KRaft brokers, replication factor 3
     monitor services status                  # what runs, whether it answers, last up's time to ready
+    monitor services status --workdir DIR    # in another working folder (--workdir before or after)
     monitor services down [--purge]          # stop what up started (and delete the working folder)
     monitor services install                 # Debian packages and Kafka jars only
 """
@@ -53,14 +54,17 @@ def _services(text: str) -> list[str]:
     return [name for name in SERVICES if name in names]
 
 
+WORKDIR_HELP = ("working folder: state, configuration, data and logs (default: $MONITOR_SERVICES_DIR, else "
+                ".services/ in the repository; `monitor worker`, `produce`, `canary` and `annotate` find "
+                "the services started there)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="monitor services",
         description="Real Kafka (KRaft), Redis, Prometheus and Alertmanager on 127.0.0.1, without Docker.",
     )
-    parser.add_argument(
-        "--workdir", type=Path, default=None, help="working folder ($MONITOR_SERVICES_DIR or .services/)"
-    )
+    parser.add_argument("--workdir", type=Path, default=None, help=WORKDIR_HELP)
     commands = parser.add_subparsers(dest="command", required=True)
     start = commands.add_parser("up", help="start the services and wait until each answers")
     start.add_argument("--only", type=_services, default=list(DEFAULT_SERVICES),
@@ -81,6 +85,8 @@ def _parser() -> argparse.ArgumentParser:
     setup = commands.add_parser("install", help="install missing Debian packages and cache the Kafka jars")
     setup.add_argument("--only", type=_services, default=list(DEFAULT_SERVICES),
                        help=f"comma-separated, of {', '.join(SERVICES)} (default: all but label-studio)")
+    for command in (start, stop, show, setup):  # before or after the sub-command: both work
+        command.add_argument("--workdir", type=Path, default=argparse.SUPPRESS, help=WORKDIR_HELP)
     return parser
 
 
@@ -117,6 +123,9 @@ def _up(args: argparse.Namespace, workdir: Path) -> int:
         else:
             timing = f"ready in {report.started[name]:5.1f} s"
         print(f"{name:<13} {timing:<17} {report.addresses[name]}")
+        if report.resumed.get(name):
+            nodes = ", ".join(f"node-{index}" for index in report.resumed[name])
+            print(f"{'':<13} {nodes} started again (the other nodes were running)")
         if name == "label-studio":
             record = State.load(workdir).services[name]
             print(f"{'':<13} user {record['user']}, personal access token in {record['token_file']}")
@@ -133,10 +142,15 @@ def _status(args: argparse.Namespace, workdir: Path) -> int:
         if not report["services"]:
             print(f"nothing started by `monitor services up` in {workdir}")
         for name, service in report["services"].items():
+            processes = service["processes"]
             state = "answers" if service["answers"] else "running, not answering"
-            state = state if service["running"] else "stopped"
-            pids = ",".join(str(p["pid"]) for p in service.get("processes") or [service])
+            if not service["running"]:
+                running = sum(p["running"] for p in processes)
+                state = f"{running} of {len(processes)} nodes running" if running else "stopped"
+            pids = ",".join(f"{p['pid']}{'' if p['started_by_up'] else '*'}" for p in processes)
             print(f"{name:<13} {state:<23} {service['address']:<28} pid {pids}")
+            if not all(p["started_by_up"] for p in processes):
+                print(f"{'':<13} * started again outside `monitor services up`, in its folder and port")
             print(f"{'':<13} log {service['log']}")
         last = report["last_up"]
         if last:

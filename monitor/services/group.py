@@ -29,6 +29,7 @@ class ServerGroup(ABC):
 
     name: ClassVar[str]
     ready_timeout: ClassVar[float] = 90.0
+    stop_grace: ClassVar[float] = 15.0
 
     def __init__(self, workdir: Path, nodes: Sequence[LocalServer]) -> None:
         if not nodes:
@@ -112,8 +113,21 @@ class ServerGroup(ABC):
         """A short reason :meth:`answers` is False (for the error message)."""
         return "not answering"
 
-    def stop(self) -> None:
-        """Stop every node at once (a cluster stopped one node at a time may wait on a lost quorum)."""
+    def stop(self, grace_seconds: float | None = None) -> bool:
+        """Stop every node at once (a cluster stopped one node at a time may wait on a lost quorum), each
+        SIGKILLed if it has not exited ``grace_seconds`` (:attr:`stop_grace`) after SIGTERM: the last
+        brokers of a Kafka cluster wait for a quorum that is gone; True if one took SIGKILL."""
+        grace = self.stop_grace if grace_seconds is None else grace_seconds
         with ThreadPoolExecutor(max_workers=len(self.nodes)) as pool:
-            for future in [pool.submit(node.stop) for node in self.nodes]:
-                future.result()
+            futures = [pool.submit(node.stop, grace) for node in self.nodes]
+            return any([future.result() for future in futures])
+
+    def resume(self) -> list[int]:
+        """Start again, on their ports and with their data, the nodes that do not run, and wait until the
+        cluster is whole; return their indexes."""
+        stopped = [index for index, node in enumerate(self.nodes)
+                   if node.process is None or not node.process.alive()]
+        for index in stopped:
+            self.nodes[index].start()
+        self.wait_ready()
+        return stopped

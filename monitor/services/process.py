@@ -7,6 +7,12 @@ another command (``up``, then ``down`` later) is *attached* by its pid and its s
 ``/proc/<pid>/stat``, recorded at spawn); before any signal is sent the pid must still have that start
 time, so a recycled pid is never signalled. (The command line is no identity: ``redis-server`` rewrites
 its own process title.)
+
+A server started again by hand (a node of a cluster restarted after a test of failures) has another pid
+than the one recorded. :func:`listener_in` finds it: the process listening on the server's port whose
+working folder or command line lies in the server's folder (Redis runs in its data folder, Kafka and
+Prometheus name their configuration file there), so ``status``, ``up`` and ``down`` treat it as the
+server it replaced, and nothing outside the folder is ever taken for one.
 """
 
 from __future__ import annotations
@@ -128,20 +134,27 @@ class ServerProcess:
             return self._popen.poll() is None
         return self.started is not None and start_time(self.pid) == self.started
 
-    def stop(self, grace_seconds: float = 30.0) -> None:
-        """SIGTERM the process group, wait up to ``grace_seconds``, then SIGKILL it."""
+    def stop(self, grace_seconds: float = 30.0) -> bool:
+        """SIGTERM the process group, wait up to ``grace_seconds``, then SIGKILL it (a Kafka broker whose
+        quorum is gone waits for it forever); return True if it took SIGKILL."""
         if not self.alive():
-            return
+            return False
         self._signal(signal.SIGTERM)
         if self._wait_gone(grace_seconds):
-            return
+            return False
         self._signal(signal.SIGKILL)
         if not self._wait_gone(10.0):
             raise ServiceError(f"{self.name} (pid {self.pid}) did not exit after SIGKILL")
+        return True
 
     def _signal(self, signum: signal.Signals) -> None:
+        """``signum`` to the process group the server leads (its children too), or to the process alone if
+        it leads none (a server started again by hand, from a shell script)."""
         try:
-            os.killpg(self.pid, signum)
+            if os.getpgid(self.pid) == self.pid:
+                os.killpg(self.pid, signum)
+            else:
+                os.kill(self.pid, signum)
         except ProcessLookupError:
             return
         except PermissionError:
@@ -155,6 +168,61 @@ class ServerProcess:
                 return False
             return True
         return wait_until(lambda: not self.alive(), seconds)
+
+
+def _listening_inodes(port: int) -> set[str]:
+    """The inodes of the sockets listening on TCP ``port`` (IPv4 or IPv6), from ``/proc/net``."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                found.add(inode)
+    return found
+
+
+def listening_pid(port: int) -> int | None:
+    """The pid of a process (of those this user may inspect) listening on TCP ``port``, or None."""
+    inodes = {f"socket:[{inode}]" for inode in _listening_inodes(port)}
+    if not inodes:
+        return None
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if any(os.readlink(fd) in inodes for fd in (entry / "fd").iterdir()):
+                return int(entry.name)
+        except OSError:  # gone, or not ours to inspect
+            continue
+    return None
+
+
+def _within(path: str, folder: Path) -> bool:
+    return path == str(folder) or path.startswith(str(folder) + os.sep)
+
+
+def listener_in(name: str, port: int, folder: Path) -> ServerProcess | None:
+    """The process listening on ``port`` if it runs in ``folder`` (its working folder, or an argument of
+    its command line, lies there), attached as ``name``; else None."""
+    pid = listening_pid(port)
+    if pid is None:
+        return None
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    argv = [word.decode(errors="replace") for word in words if word]
+    folder = folder.resolve()
+    if not (_within(cwd, folder) or any(_within(arg, folder) or f"={folder}{os.sep}" in arg for arg in argv)):
+        return None
+    started = start_time(pid)
+    return None if started is None else ServerProcess.attach(name, argv, pid, started)
 
 
 def wait_until(condition: Callable[[], bool], seconds: float, interval: float = 0.1) -> bool:

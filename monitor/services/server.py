@@ -114,11 +114,11 @@ class LocalServer(ABC):
                 )
             time.sleep(0.1)
 
-    def stop(self) -> None:
-        """Stop the server if it runs (SIGTERM, then SIGKILL after a grace period)."""
-        if self.process is not None:
-            self.process.stop()
-            self.process = None
+    def stop(self, grace_seconds: float = 30.0) -> bool:
+        """Stop the server if it runs (SIGTERM, then SIGKILL after ``grace_seconds``); True if it took
+        SIGKILL."""
+        process, self.process = self.process, None
+        return process is not None and process.stop(grace_seconds)
 
     def kill(self) -> None:
         """SIGKILL the server's process group at once, as a crash would: no shutdown, and what it had not

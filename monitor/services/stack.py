@@ -30,7 +30,7 @@ from monitor.services.kafka import KAFKA_VERSION, KafkaServer
 from monitor.services.kafka_cluster import KafkaClusterServer
 from monitor.services.label_studio import LabelStudioServer, ensure_label_studio, personal_access_token
 from monitor.services.ports import LOOPBACK, port_in_use
-from monitor.services.process import ServerProcess, ServiceError
+from monitor.services.process import ServerProcess, ServiceError, listener_in, listening_pid
 from monitor.services.prometheus import DEFAULT_METRICS_PORT, PrometheusServer
 from monitor.services.redis_cluster import RedisClusterServer
 from monitor.services.redis_server import RedisServer
@@ -59,9 +59,10 @@ DEFAULT_PORTS: dict[str, int] = {
 }
 
 
-def default_workdir() -> Path:
-    """``$MONITOR_SERVICES_DIR`` or ``.services/`` in the repository root."""
-    configured = os.environ.get("MONITOR_SERVICES_DIR")
+def default_workdir(env: Mapping[str, str] | None = None) -> Path:
+    """``$MONITOR_SERVICES_DIR`` (of ``env``, default the process's) or ``.services/`` in the repository
+    root."""
+    configured = (os.environ if env is None else env).get("MONITOR_SERVICES_DIR", "").strip()
     return Path(configured).expanduser().resolve() if configured else REPO_ROOT / ".services"
 
 
@@ -111,15 +112,43 @@ class State:
         payload = {"services": self.services, "last_up": self.last_up}
         self.path.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
 
-    def processes(self, name: str) -> list[ServerProcess]:
-        """The recorded processes of ``name`` (one per node of a cluster)."""
+    def recorded(self, name: str) -> list[ServerProcess]:
+        """The processes of ``name`` that ``up`` started (one per node of a cluster)."""
         record = self.services[name]
         found = record.get("processes") or [record]  # a record written before clusters: one process
         return [ServerProcess.attach(name, p["argv"], int(p["pid"]), p.get("start_time")) for p in found]
 
+    def node_ports(self, name: str) -> list[int | None]:
+        """The client port of each node of ``name`` (None where the record does not say)."""
+        record = self.services[name]
+        ports, count = record.get("ports", {}), len(record.get("processes") or [record])
+        if count == 1 and name in ports:
+            return [int(ports[name])]
+        return [int(ports[f"{name}-{i}"]) if f"{name}-{i}" in ports else None for i in range(count)]
+
+    def processes(self, name: str) -> list[ServerProcess]:
+        """The process of each node of ``name`` now: the recorded one while it runs, else the one started
+        again by hand in its place (listening on its port, running in its folder:
+        :func:`~monitor.services.process.listener_in`), else the recorded one (not running)."""
+        now = []
+        for process, port in zip(self.recorded(name), self.node_ports(name), strict=True):
+            folder = self.path.parent / name
+            again = None if process.alive() or port is None else listener_in(name, port, folder)
+            now.append(again or process)
+        return now
+
     def alive(self, name: str) -> bool:
-        """True while every recorded process of ``name`` runs."""
+        """True while every node of ``name`` has a running process (:meth:`processes`)."""
         return all(process.alive() for process in self.processes(name))
+
+    def refresh(self, name: str) -> list[int]:
+        """Record the processes that run now in place of those ``up`` started; return their pids."""
+        record, now = self.services[name], self.processes(name)
+        replaced = [p.pid for p, before in zip(now, self.recorded(name), strict=True) if p.pid != before.pid]
+        if replaced:
+            record["processes"] = [{"pid": p.pid, "start_time": p.started, "argv": p.argv} for p in now]
+            record["pid"] = now[0].pid
+        return replaced
 
     def server(self, name: str, workdir: Path) -> Service:
         record = self.services[name]
@@ -141,6 +170,7 @@ class UpReport:
     addresses: dict[str, str]
     total_seconds: float
     jars_downloaded: bool | None  # None: Kafka was not started
+    resumed: dict[str, list[int]] = field(default_factory=dict)  # a cluster's nodes started again
 
 
 def _start_and_wait(server: Service) -> float:
@@ -155,14 +185,28 @@ def up(workdir: Path, names: Sequence[str], ports: Mapping[str, int], echo: Echo
     """Start every server in ``names`` that is not already running; raise :class:`ServiceError` if any fails.
 
     Servers are started in parallel. If one fails, those started by this call are stopped again and the
-    error (with log tails) is raised; servers that were already running are left alone. ``options``: see
-    :func:`build_server`.
+    error (with log tails) is raised; servers that were already running are left alone (a node started
+    again by hand counts: :meth:`State.processes`), and the stopped nodes of a cluster whose others run
+    are started again. ``options``: see :func:`build_server`.
     """
     began = time.monotonic()
     state = State.load(workdir)
     running = [name for name in names if name in state.services and state.alive(name)]
     for name in running:
         ports = {**ports, **state.services[name]["ports"]}
+        state.refresh(name)
+    resumed: dict[str, list[int]] = {}
+    timings: dict[str, float] = {}
+    for name in names:  # a cluster some of whose nodes stopped: those started again, the others kept
+        if name in state.services and name not in running and any(p.alive() for p in state.processes(name)):
+            server = state.server(name, workdir)
+            if isinstance(server, ServerGroup):
+                since = time.monotonic()
+                resumed[name] = server.resume()
+                timings[name] = time.monotonic() - since
+                state.services[name]["processes"] = [{"pid": p.pid, "start_time": p.started, "argv": p.argv}
+                                                     for p in server.processes() if p is not None]
+                running.append(name)
     wanted = [name for name in names if name not in running]
     ensure_binaries([binary for name in wanted for binary in BINARIES_OF[name]], echo)
     kafka = {"kafka", "kafka-cluster"} & set(wanted)
@@ -174,11 +218,12 @@ def up(workdir: Path, names: Sequence[str], ports: Mapping[str, int], echo: Echo
     for server in servers:
         for role, port in server.ports().items():
             if port_in_use(port):
-                raise ServiceError(
-                    f"port {port} for {role} is in use; choose another (--{role}-port) or --free-ports"
-                )
+                pid = listening_pid(port)
+                option = f"--{server.name}-port" if isinstance(server, ServerGroup) else f"--{role}-port"
+                raise ServiceError(f"port {port} for {role} is in use{f' by pid {pid}' if pid else ''}, not "
+                                   f"by a service `up` started in {workdir}; choose another ({option}) or "
+                                   "--free-ports")
 
-    timings: dict[str, float] = {}
     errors: list[str] = []
     with ThreadPoolExecutor(max_workers=max(1, len(servers))) as pool:
         futures = {server.name: pool.submit(_start_and_wait, server) for server in servers}
@@ -221,7 +266,8 @@ def up(workdir: Path, names: Sequence[str], ports: Mapping[str, int], echo: Echo
         }
     state.save()
     addresses = {name: state.services[name]["address"] for name in names}
-    return UpReport(timings, running, addresses, total, downloaded)
+    return UpReport(timings, [name for name in running if name not in resumed], addresses, total, downloaded,
+                    resumed)
 
 
 def down(workdir: Path, echo: Echo, purge: bool = False) -> list[str]:
@@ -232,9 +278,12 @@ def down(workdir: Path, echo: Echo, purge: bool = False) -> list[str]:
         processes = state.processes(name)
         pids = ",".join(str(p.pid) for p in processes)
         if any(process.alive() for process in processes):
-            state.server(name, workdir).stop()
+            again = state.refresh(name)
+            killed = state.server(name, workdir).stop()
             stopped.append(name)
-            echo(f"{name:<13} stopped (pid {pids})")
+            notes = [f"{', '.join(map(str, again))} started again outside `up`"] if again else []
+            notes += ["SIGKILLed: SIGTERM was not enough"] if killed else []
+            echo(f"{name:<13} stopped (pid {pids}{''.join(f'; {note}' for note in notes)})")
         else:
             echo(f"{name:<13} was not running")
         del state.services[name]
@@ -252,6 +301,11 @@ def status(workdir: Path) -> dict[str, Any]:
     services = {}
     for name, record in state.services.items():
         server = state.server(name, workdir)
-        alive = state.alive(name)
-        services[name] = {**record, "running": alive, "answers": alive and server.answers()}
+        now = state.processes(name)
+        alive = all(process.alive() for process in now)
+        processes = [{"pid": p.pid, "start_time": p.started, "argv": p.argv, "running": p.alive(),
+                      "started_by_up": p.pid == before.pid}
+                     for p, before in zip(now, state.recorded(name), strict=True)]
+        services[name] = {**record, "pid": now[0].pid, "processes": processes, "running": alive,
+                          "answers": alive and server.answers()}
     return {"workdir": str(workdir), "services": services, "last_up": state.last_up}

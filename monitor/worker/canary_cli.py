@@ -27,16 +27,29 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from monitor.core.canary import KINDS, Check, Comparison, Overall, overall
 from monitor.core.canary.alerts import check_note
-from monitor.worker.settings import SettingsError, load_settings, refused
+from monitor.services.found import found_services
+from monitor.worker.settings import SettingsError, default_hint, load_settings, refused
+
+ENVIRONMENT = """\
+environment: the worker's settings (docs/worker.md), so that it reads what the workers wrote:
+  MONITOR_REDIS_URL          the workers' Redis (default: the Redis `monitor services up` runs, else
+                             redis://127.0.0.1:6379/0); MONITOR_REDIS_PASSWORD(_FILE) and
+                             MONITOR_REDIS_SSL_CAFILE/_CERTFILE/_KEYFILE for a secured one
+  MONITOR_REDIS_PREFIX       the workers' key prefix (srm)
+  MONITOR_CONFIG (or --config), MONITOR_CANARY_*, MONITOR_SCALE   the workers' stream and canary settings:
+                             the rollup is read under a fingerprint of them (other settings: computed
+                             from the partitions, as --direct)
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="monitor canary", description=__doc__,
+    parser = argparse.ArgumentParser(prog="monitor canary", description=__doc__, epilog=ENVIRONMENT,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--candidate", help="the new ranker (default: every candidate)")
     parser.add_argument("--baseline", help="the ranker it is compared with (default: every baseline)")
@@ -166,17 +179,20 @@ async def fetch(settings: Any, direct: bool = False) -> list[Comparison]:
 
 def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
+    services = found_services(os.environ)
+    hint = partial(default_hint, key="redis_url", services=services)
     try:
-        settings = load_settings(os.environ, args.config)
+        settings = load_settings(os.environ, args.config, services)
     except SettingsError as error:
         return refused("monitor canary", error)
     try:
         found = asyncio.run(fetch(settings, args.direct))
     except OSError as error:
-        sys.stderr.write(f"monitor canary: cannot read Redis ({error})\n")
+        sys.stderr.write(f"monitor canary: cannot read Redis ({error}){hint(settings)}\n")
         return 2
     except Exception as error:  # redis-py's connection errors are not OSErrors
-        sys.stderr.write(f"monitor canary: cannot read Redis ({type(error).__name__}: {error})\n")
+        sys.stderr.write(f"monitor canary: cannot read Redis ({type(error).__name__}: {error})"
+                         f"{hint(settings)}\n")
         return 2
     shown = [c for c in found if (args.candidate is None or c.candidate == args.candidate)
              and (args.baseline is None or c.baseline == args.baseline)

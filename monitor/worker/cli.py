@@ -11,7 +11,17 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from monitor.worker.settings import SettingsError, checked, describe, load_settings, refused, with_check
+from monitor.services.found import found_services
+from monitor.worker.log_filters import quiet_timer_drift
+from monitor.worker.settings import (
+    SettingsError,
+    checked,
+    default_hint,
+    describe,
+    load_settings,
+    refused,
+    with_check,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,10 +45,18 @@ def _count(text: str) -> int:
     return value
 
 
+def setup_logging(level: str) -> None:
+    """The worker's log: ``level`` and up, one line per record, with Faust's timer drift notices (one per
+    timer every ten minutes: :mod:`monitor.worker.log_filters`)."""
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    quiet_timer_drift()
+
+
 def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
+    services = found_services(os.environ)
     try:
-        settings = load_settings(os.environ, args.config)
+        settings = load_settings(os.environ, args.config, services)
     except SettingsError as error:
         return refused("monitor worker", error)
     if args.check:
@@ -55,13 +73,14 @@ def main(argv: Sequence[str]) -> int:
     from monitor.worker.topics import ensure_topics
 
     level = settings.log_level.upper()
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging(level)
     try:
         partitions = asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topics, settings.partitions,
                                                settings.replication_factor,
                                                security=settings.kafka_security()))
     except SettingsError as error:
-        return refused("monitor worker", error)
+        hint = default_hint(settings, "kafka_bootstrap", services)
+        return refused("monitor worker", SettingsError(f"{error}{hint}"))
     runtime = build(replace(settings, partitions=partitions))
     logging.getLogger("monitor.worker").info("starting with %s", json.dumps(describe(settings)))
     worker = Worker(runtime.app, loglevel=level, quiet=True, redirect_stdouts=False)

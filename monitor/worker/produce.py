@@ -16,24 +16,35 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
+from monitor.services.found import found_services
 from monitor.sim import SimConfig, generate
 from monitor.sim.records import SimEvent
 from monitor.worker.security import KafkaSecurity
-from monitor.worker.settings import SettingsError, load_settings, refused
+from monitor.worker.settings import SettingsError, default_hint, load_settings, refused
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="monitor produce", description=__doc__)
     parser.add_argument("--bootstrap",
-                        help="Kafka host:port (default: MONITOR_KAFKA_BOOTSTRAP or 127.0.0.1:9092)")
+                        help="Kafka host:port (default: MONITOR_KAFKA_BOOTSTRAP, else the Kafka `monitor "
+                             "services up` runs, else 127.0.0.1:9092)")
     parser.add_argument("--sessions", type=int, default=2000, help="sessions per run (default 2000)")
-    parser.add_argument("--duration", type=float, default=3600.0,
-                        help="event-time span of a run in seconds (default 3600)")
+    parser.add_argument("--duration", type=float, default=3600.0, metavar="SECONDS",
+                        help="event-time seconds a run's sessions span (default 3600), not wall time: the "
+                             "messages go as fast as --rate lets them. A session closes (scored or "
+                             "expired) once event time passes its impression by the join window ([stream] "
+                             "join_window, default 3600 s): with a span no longer than that, a run's own "
+                             "events close none of its sessions, and the worker closes them within one "
+                             "join window of wall time after the run (docs/worker.md, \"Quiet "
+                             "partitions\"); a longer span, or --forever, closes them as the stream goes")
     parser.add_argument("--rate", type=float, default=0.0,
                         help="messages per second (default 0: as fast as the broker takes them)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="simulator seed (default 0): the same seed gives the same traffic; --forever "
+                             "adds the run's number")
     parser.add_argument("--regression", type=float, default=0.10, help="canary's relative DCG drop (0: none)")
-    parser.add_argument("--bucket", default="tail", choices=["head", "torso", "tail", "all"])
+    parser.add_argument("--bucket", default="tail", choices=["head", "torso", "tail", "all"],
+                        help="the query-frequency bucket where the canary regresses (default tail)")
     parser.add_argument("--invalid-rate", type=float, default=0.0, help="share of invalid events mixed in")
     parser.add_argument("--start", default="now",
                         help="event time of the first session: 'now' or Unix seconds (default now)")
@@ -73,8 +84,9 @@ async def produce(bootstrap: str, topics: dict[str, str], events: Iterable[SimEv
 
 def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
+    services = found_services(os.environ)
     try:
-        settings = load_settings(os.environ)
+        settings = load_settings(os.environ, services=services)
     except SettingsError as error:
         return refused("monitor produce", error)
     bootstrap = args.bootstrap or settings.kafka_bootstrap
@@ -93,7 +105,8 @@ def main(argv: Sequence[str]) -> int:
         asyncio.run(ensure_topics(bootstrap, settings.topics, settings.partitions,
                                   settings.replication_factor, security=settings.kafka_security()))
     except SettingsError as error:
-        return refused("monitor produce", error)
+        hint = "" if args.bootstrap else default_hint(settings, "kafka_bootstrap", services)
+        return refused("monitor produce", SettingsError(f"{error}{hint}"))
     run = 0
     while True:
         this = replace(config, seed=config.seed + run, start_ts=config.start_ts + run * config.duration_s,

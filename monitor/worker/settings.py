@@ -1,10 +1,11 @@
 """The worker's settings: a TOML file and/or ``MONITOR_*`` environment variables, validated at start.
 
-Precedence: built-in defaults, then the file (``--config FILE`` or ``MONITOR_CONFIG``), then the
-environment. Every error names where the value came from and why it is refused, e.g.
-``MONITOR_HTTP_PORT: must be an integer in 0..65535, got 'http'`` or
-``monitor.toml: [stream] join_window must be a positive number of seconds, got -5``. The full list,
-with defaults, is in docs/worker.md (kept in step with :data:`ENV` by a test).
+Precedence: built-in defaults, then the services ``monitor services up`` runs (Kafka's and Redis's
+addresses, when the command passes what :func:`monitor.services.found.found_services` found), then the
+file (``--config FILE`` or ``MONITOR_CONFIG``), then the environment. Every error names where the
+value came from and why it is refused, e.g. ``MONITOR_HTTP_PORT: must be an integer in 0..65535, got
+'http'`` or ``monitor.toml: [stream] join_window must be a positive number of seconds, got -5``. The
+full list, with defaults, is in docs/worker.md (kept in step with :data:`ENV` by a test).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from monitor.core.canary import CanaryConfig
 from monitor.core.canary.alerts import AlertConfig
 from monitor.core.grades import Scale, best_gain, parse_scale
 from monitor.core.stream.config import ConfigError, StreamConfig
+from monitor.services.found import FoundServices
 from monitor.worker.security import MECHANISMS, PROTOCOLS, KafkaSecurity, client_ssl_context, redis_options
 from monitor.worker.setting_values import SettingsError as SettingsError  # where callers import it from
 
@@ -91,6 +93,8 @@ class WorkerSettings:
     runbook_base: str | None = None
     dashboard_url: str | None = None
     stream: StreamConfig = field(default_factory=StreamConfig)
+    found: tuple[str, ...] = ()  # the settings taken from the running services (found_in: their state.json)
+    found_in: str | None = None
 
     def grade_scale(self) -> Scale:
         return parse_scale(self.scale)
@@ -194,8 +198,20 @@ def _one_spelling(where: str, keys: set[str], *, in_file: bool) -> None:
             raise SettingsError(f"{where}: give {one} or {other}, not both")
 
 
-def load_settings(env: Mapping[str, str], config_file: Path | None = None) -> WorkerSettings:
-    """Settings from ``config_file`` (or ``MONITOR_CONFIG``) and ``env``; :class:`SettingsError` if bad."""
+def _from_services(services: FoundServices | None) -> dict[str, Any]:
+    """The settings the running services give (their addresses; the Kafka cluster's replication)."""
+    if services is None:
+        return {}
+    found = {"kafka_bootstrap": services.kafka_bootstrap, "redis_url": services.redis_url,
+             "replication_factor": services.replication_factor}
+    return {key: value for key, value in found.items() if value is not None}
+
+
+def load_settings(env: Mapping[str, str], config_file: Path | None = None,
+                  services: FoundServices | None = None) -> WorkerSettings:
+    """Settings from ``config_file`` (or ``MONITOR_CONFIG``) and ``env``, over what ``services`` (the
+    running local services: :func:`monitor.services.found.found_services`) give; :class:`SettingsError`
+    if bad."""
     path = config_file or (Path(env["MONITOR_CONFIG"]) if env.get("MONITOR_CONFIG") else None)
     values: dict[str, Any] = {}
     stream: dict[str, Any] = {}
@@ -238,6 +254,11 @@ def load_settings(env: Mapping[str, str], config_file: Path | None = None) -> Wo
     names = [topics.impressions, topics.annotations, topics.deploys, topics.dead_letters, topics.requests]
     if len(set(names)) != len(names):
         raise SettingsError(f"topics must be five different names, got {names}")
+    taken = {key: value for key, value in _from_services(services).items() if key not in values}
+    if "kafka_bootstrap" not in taken:  # the cluster's replication goes with the cluster's brokers only
+        taken.pop("replication_factor", None)
+    if taken and services is not None:
+        values.update(taken, found=tuple(taken), found_in=str(services.state_file))
     plain = {k: v for k, v in values.items() if not k.startswith("topics.")}
     settings = WorkerSettings(topics=topics, stream=config, **plain)
     try:
@@ -291,7 +312,8 @@ def describe(settings: WorkerSettings) -> dict[str, Any]:
         "kafka": settings.kafka_bootstrap, "redis": v.hide(settings.redis_url),
         "kafka_security": _describe_kafka(settings.kafka_security()),
         "redis_security": _describe_redis(settings),
-        "topics": vars(settings.topics), "partitions": settings.partitions, "app_id": settings.app_id,
+        "topics": vars(settings.topics), "partitions": settings.partitions,
+        "replication_factor": settings.replication_factor, "app_id": settings.app_id,
         "http": f"{settings.http_host}:{settings.http_port}", "scale": settings.scale,
         "alertmanager": v.hide(settings.alertmanager_url) if settings.alertmanager_url else None,
         "deploy_token": "set" if settings.deploy_token else "unset",
@@ -300,6 +322,7 @@ def describe(settings: WorkerSettings) -> dict[str, Any]:
         "budget_unit": settings.stream.budget_unit,
         "variants": list(settings.stream.variants) or "any", "ranker_pattern": settings.stream.ranker_pattern,
         "undeclared": settings.stream.undeclared,
+        "found": {"settings": list(settings.found), "in": settings.found_in} if settings.found else None,
     }
 
 
@@ -322,6 +345,16 @@ def _describe_redis(settings: WorkerSettings) -> dict[str, Any]:
     if tls:
         shown.update(cafile=settings.redis_ssl_cafile, certfile=settings.redis_ssl_certfile)
     return shown
+
+
+def default_hint(settings: WorkerSettings, key: str, services: FoundServices | None) -> str:
+    """For an error about ``key`` (``kafka_bootstrap``, ``redis_url``): where its value came from, when it is
+    the built-in default, and how to give another (empty when it was given or found)."""
+    if key in settings.found or getattr(settings, key) != getattr(WorkerSettings(), key):
+        return ""
+    where = f" in {services.workdir}" if services is not None else ""
+    return (f" (the default: no `monitor services up` running{where} to take it from; start them, or set "
+            f"{ENV[key][0]})")
 
 
 def refused(command: str, error: Exception) -> int:

@@ -9,7 +9,6 @@ import json
 import logging
 import re
 import ssl
-import subprocess
 from pathlib import Path
 
 import faust
@@ -20,7 +19,7 @@ from monitor.core.decoding import decode_event
 from monitor.core.events import Annotation, Label, encode_annotation
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig, stream_toml
-from monitor.services.tls import TlsFiles, make_tls_files
+from monitor.services.tls import TlsFiles
 from monitor.worker.outbox import Entry, decode_entry, encode_entry
 from monitor.worker.security import HideSaslPayloads, KafkaSecurity
 from monitor.worker.settings import ENV, SettingsError, describe, load_settings
@@ -114,10 +113,15 @@ KAFKA_PASSWORD = "k-s3cret-pw"
 REDIS_PASSWORD = "r-s3cret-pw"
 
 
+TLS_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tls"
+
+
 @pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
-    """A throwaway CA with server and client certificates (the openssl command line)."""
-    return make_tls_files(tmp_path_factory.mktemp("tls"))
+def tls() -> TlsFiles:
+    """A throwaway CA with server and client certificates, as ``monitor.services.tls.make_tls_files`` makes
+    them, committed in ``tests/fixtures/tls`` (valid until 2126, and the settings only load them): the fast
+    loop needs no ``openssl`` binary. ``encrypted.key`` is ``client.key`` encrypted with the passphrase x."""
+    return TlsFiles(TLS_FIXTURES)
 
 
 def secure_env(tls: TlsFiles, tmp_path: Path) -> dict[str, str]:
@@ -189,13 +193,6 @@ def test_security_from_the_file_and_the_environment_over_it(tls: TlsFiles, tmp_p
     assert overridden.kafka_sasl_password == "from-env"  # the environment wins over either spelling
 
 
-def _encrypted_key(tls: TlsFiles, folder: Path) -> Path:
-    path = folder / "encrypted.key"
-    subprocess.run(["openssl", "pkey", "-in", str(tls.client_key), "-aes256", "-passout", "pass:x", "-out",
-                    str(path)], check=True, capture_output=True)
-    return path
-
-
 @pytest.mark.parametrize(("env", "message"), [
     ({"MONITOR_KAFKA_SECURITY_PROTOCOL": "TLS"},
      "MONITOR_KAFKA_SECURITY_PROTOCOL: must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, got 'TLS'"),
@@ -229,8 +226,7 @@ def test_bad_security_settings_are_named_without_their_secrets(env: dict[str, st
     (tmp_path / "empty").write_text("")
     paths = {"ca": str(tls.ca), "tmp": str(tmp_path), "client_cert": str(tls.client_cert),
              "client_key": str(tls.client_key), "server_key": str(tls.key)}
-    if any("encrypted_key" in v for v in env.values()):
-        paths["encrypted_key"] = str(_encrypted_key(tls, tmp_path))
+    paths["encrypted_key"] = str(tls.folder / "encrypted.key")
     with pytest.raises(SettingsError) as error:
         load_settings({k: v.format(**paths) for k, v in env.items()})
     assert message.format(**paths) in str(error.value)
