@@ -510,6 +510,14 @@ def pipeline() -> Json:
               "Memory used by the Redis that holds the join state and the aggregates "
               "(search_relevance_redis_memory_bytes).",
               targets(("max(search_relevance_redis_memory_bytes)", "used")), width=9, height=7, unit="bytes"),
+        panel(lay, "timeseries", "Age of the exported values",
+              "How old the rollup every series above and the relevance and canary dashboards show is "
+              "(search_relevance_rollup_age_seconds, the youngest any worker exports). /readyz says not "
+              "ready above max_rollup_age (30 s by default), and SearchRelevanceRollupStale fires after 5 "
+              "minutes above 300 s (docs/worker.md, the exporter and the rollup).",
+              targets((f"min(search_relevance_rollup_age_seconds{{{job}}})", "age"),
+                      (f"max(search_relevance_rollup_duration_seconds{{{job}}})", "last computation")),
+              width=12, height=7, unit="s"),
     ]
     variables = [
         datasource_variable(),
