@@ -93,7 +93,10 @@ def _timestamp(obj: dict[str, Any], key: str, required: bool) -> float | None:
             raise EventError(key, f"not an ISO-8601 time: {value[:64]!r}", "invalid_value") from None
         if parsed.tzinfo is None:
             raise EventError(key, f"ISO-8601 time without a time zone: {value[:64]!r}", "invalid_value")
-        return parsed.timestamp()
+        number = parsed.timestamp()
+        if number < 0:  # before 1970, as a negative number of epoch seconds is
+            raise EventError(key, f"not a valid epoch time: {value[:64]!r} is before 1970", "invalid_value")
+        return number
     raise EventError(key, f"expected epoch seconds or an ISO-8601 time, got {type(value).__name__}",
                      "wrong_type")
 

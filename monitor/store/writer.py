@@ -66,7 +66,7 @@ class RedisState(Reader):
         super().__init__(redis, config, Keys(prefix))
         self.scale, self.partitions = scale, partitions
         self.prefix, self.limits = prefix, limits
-        self.clock = clock  # the wall clock of the max_future rule (admission.future_error); None: no check
+        self.clock = clock  # the wall clock of the max_future rule (admission.clock_error); None: no check
         self._registered: set[int] = set()  # partitions already in the global set (one SADD each)
         # CPU seconds of this thread in the batch's synchronous stages (decode, join, encode); the rest of
         # a worker's CPU is Kafka, the Redis client and the event loop (search_relevance_worker_cpu_seconds)
