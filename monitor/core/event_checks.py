@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from datetime import datetime
 from typing import Any
 
@@ -307,8 +308,11 @@ def decode_checked(raw: bytes, scale: Scale, limits: Limits = DEFAULT_LIMITS) ->
         obj = json.loads(text, parse_constant=_reject_constant)
     except EventError:
         raise
-    except ValueError as error:
+    except json.JSONDecodeError as error:
         raise EventError("", f"invalid JSON: {error}", "invalid_json") from None
+    except ValueError:  # Python's limit on the digits of an integer (sys.get_int_max_str_digits)
+        raise EventError("", f"invalid JSON: a number of more than {sys.get_int_max_str_digits():,} digits",
+                         "invalid_json") from None
     except RecursionError:
         raise EventError("", "invalid JSON: nested too deeply", "invalid_json") from None
     if b"\\ud" in raw or b"\\uD" in raw:  # an escaped surrogate: is every one half of a pair?

@@ -18,16 +18,7 @@ from functools import lru_cache
 import msgspec
 
 from monitor.core.decoding import decode_event
-from monitor.core.events import (
-    DEFAULT_LIMITS,
-    Annotation,
-    Deploy,
-    Event,
-    EventError,
-    Impression,
-    Limits,
-    expect_topic,
-)
+from monitor.core.events import DEFAULT_LIMITS, Event, EventError, Impression, Limits, expect_topic
 from monitor.core.grades import Scale
 from monitor.core.stream.config import StreamConfig
 
@@ -58,6 +49,7 @@ def clock_error(event: Event, now: float | None, config: StreamConfig) -> EventE
     deadline and window, start a deploy's period in the future, pin a grade that no later correction
     could replace (the latest ``ts`` wins), or start a stream's event time in year 1.
 
+    >>> from monitor.core.events import Annotation, Deploy
     >>> clock_error(Deploy("deploy", "r", 0.0), 1.8e9, StreamConfig()).code
     'ts_out_of_range'
     >>> clock_error(Annotation((), "s", None, 1.9e9), 1.8e9, StreamConfig()).reason
@@ -73,7 +65,9 @@ def clock_error(event: Event, now: float | None, config: StreamConfig) -> EventE
                                 f"{EARLIEST_TS:.0f}, the earliest event time accepted)", "ts_out_of_range")
     if ts <= now + config.max_future:
         return None
-    return EventError("ts", f"out of range: {ts - now:.0f} s ahead of the wall clock "
+    ahead = ts - now
+    shown = f"{ahead:.0f}" if ahead < 1e12 else f"{ahead:.3g}"
+    return EventError("ts", f"out of range: {shown} s ahead of the wall clock "
                             f"(max_future is {config.max_future:g} s)", "ts_out_of_range")
 
 
@@ -101,6 +95,20 @@ def undeclared(event: Impression, config: StreamConfig) -> tuple[str, str] | Non
     if pattern is not None and ranker_regex(pattern).fullmatch(event.ranker) is None:
         return "ranker", pattern
     return None
+
+
+def undeclared_value(event: Impression, config: StreamConfig) -> tuple[str, str] | None:
+    """Which part of an impression is not declared, and its value: ``("variant", "exp-7")``,
+    ``("ranker", "build-7f3a")`` (:func:`undeclared`), for a summary or a log line that names it; None
+    if both are declared.
+
+    >>> undeclared_value(Impression("s", "q", "r1", 0.0, (), variant="exp-7"), StreamConfig())
+    ('variant', 'exp-7')
+    """
+    found = undeclared(event, config)
+    if found is None:
+        return None
+    return (found[0], event.variant or "control") if found[0] == "variant" else (found[0], event.ranker)
 
 
 def declared_shadow(event: Event, config: StreamConfig) -> tuple[Event, int]:
