@@ -221,3 +221,25 @@ def test_evaluate_asks_for_one_blas_thread_unless_told_otherwise(
     code, _, _ = run_cli(capsys, str(EXAMPLES / "qrels.txt"), str(EXAMPLES / "run.txt"), "-m", "P@5")
     assert code == 0
     assert os.environ["OPENBLAS_NUM_THREADS"] == seen
+
+
+@pytest.mark.parametrize("which", ["qrels", "run"])
+def test_an_empty_file_is_called_empty(tmp_path: Path, capsys: pytest.CaptureFixture[str], which: str) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    files = [str(empty), str(EXAMPLES / "run.txt")] if which == "qrels" else [str(EXAMPLES / "qrels.txt"), str(empty)]
+    code, _, err = run_cli(capsys, *files)
+    fields = "qid iter docno grade" if which == "qrels" else "qid q0 docno rank score tag"
+    assert code == 2 and f"{empty}: the file is empty: expected lines of" in err and fields in err
+
+
+def test_a_byte_order_mark_is_read_past(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A UTF-8 byte-order mark (an editor on Windows writes one) is not part of the first query id."""
+    code, expected, _ = run_cli(capsys, str(EXAMPLES / "qrels.txt"), str(EXAMPLES / "run.txt"), "--per-query")
+    paths = []
+    for name in ("qrels.txt", "run.txt"):
+        path = tmp_path / name
+        path.write_bytes(b"\xef\xbb\xbf" + (EXAMPLES / name).read_bytes())
+        paths.append(str(path))
+    code_bom, out, _ = run_cli(capsys, *paths, "--per-query")
+    assert code == code_bom == 0 and out == expected
