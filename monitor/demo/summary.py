@@ -129,7 +129,8 @@ def undeclared_lines(rows: list[dict[str, Any]]) -> list[str]:
         what = ("never sampled, in no group (counted as other)" if row["handling"] == "other"
                 else "dead letters undeclared_" + row["reason"])
         setting = "[stream] variants" if row["reason"] == "variant" else "[stream] ranker_pattern"
-        lines.append(f"{row['impressions']:,} impressions of undeclared {row['reason']} {row['value']!r}: "
+        n, plural = row["impressions"], "" if row["impressions"] == 1 else "s"
+        lines.append(f"{n:,} impression{plural} of undeclared {row['reason']} {row['value']!r}: "
                      f"{what}; declared: {row['declared']} ({setting}; docs/events.md)")
     return lines
 
