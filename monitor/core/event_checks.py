@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from datetime import datetime
 from typing import Any
 
@@ -93,7 +94,10 @@ def _timestamp(obj: dict[str, Any], key: str, required: bool) -> float | None:
             raise EventError(key, f"not an ISO-8601 time: {value[:64]!r}", "invalid_value") from None
         if parsed.tzinfo is None:
             raise EventError(key, f"ISO-8601 time without a time zone: {value[:64]!r}", "invalid_value")
-        return parsed.timestamp()
+        number = parsed.timestamp()
+        if number < 0:  # before 1970, as a negative number of epoch seconds is
+            raise EventError(key, f"not a valid epoch time: {value[:64]!r} is before 1970", "invalid_value")
+        return number
     raise EventError(key, f"expected epoch seconds or an ISO-8601 time, got {type(value).__name__}",
                      "wrong_type")
 
@@ -304,8 +308,11 @@ def decode_checked(raw: bytes, scale: Scale, limits: Limits = DEFAULT_LIMITS) ->
         obj = json.loads(text, parse_constant=_reject_constant)
     except EventError:
         raise
-    except ValueError as error:
+    except json.JSONDecodeError as error:
         raise EventError("", f"invalid JSON: {error}", "invalid_json") from None
+    except ValueError:  # Python's limit on the digits of an integer (sys.get_int_max_str_digits)
+        raise EventError("", f"invalid JSON: a number of more than {sys.get_int_max_str_digits():,} digits",
+                         "invalid_json") from None
     except RecursionError:
         raise EventError("", "invalid JSON: nested too deeply", "invalid_json") from None
     if b"\\ud" in raw or b"\\uD" in raw:  # an escaped surrogate: is every one half of a pair?

@@ -2,8 +2,10 @@
 
 Each line is one event value as a producer sends it (what ``monitor demo --write-events`` and
 ``monitor.sim.write_jsonl`` write; the topic follows from the event's "type", see docs/demo.md). A line
-that is not a routable event stops the replay with FILE:LINE and the reason (exit status 2); an invalid
-event payload becomes a dead letter counted by reason, as in the worker. Sessions still waiting for labels
+that is not an event at all (not one JSON object, no known "type") stops the replay with FILE:LINE and
+the reason (exit status 2); an invalid event becomes the worker's dead letter, counted by reason, and the
+summary names the first few as FILE:LINE: code: reason (``--dead-letters FILE`` writes every one, as
+JSON lines with the file and line). Sessions still waiting for labels
 at the end of the file are closed (scored if covered enough, else expired).
 
 ``--config FILE`` reads the worker's TOML settings file (docs/worker.md): its ``[stream]`` settings (k,
@@ -26,6 +28,7 @@ from typing import TextIO
 from monitor.core.grades import FOUR_LEVEL_SCALE, Scale
 from monitor.core.stream.config import StreamConfig
 from monitor.demo.cli import add_budget_options
+from monitor.demo.dead_letters import DeadLetterLog
 from monitor.demo.engine import Engine
 from monitor.demo.events_file import LineError, read_events
 from monitor.demo.interrupt import stop_on_sigint
@@ -43,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--record", type=Path, metavar="FILE",
                         help="write the run's time series (input of monitor report)")
     add_budget_options(parser)
+    parser.add_argument("--dead-letters", type=Path, metavar="FILE",
+                        help="write every dead letter to FILE as a JSON line: the worker's error and source "
+                             "fields, the file and line, and the line itself")
     parser.add_argument("--config", type=Path, metavar="FILE",
                         help="the worker's TOML settings file: [stream] settings, scale, canary settings "
                              "(instead of --budget/--budget-unit)")
@@ -82,10 +88,12 @@ class ProgressBar:
 
 def replay(path: Path, judge: Judge, err: TextIO, progress: bool | None = None,
            config: StreamConfig | None = None, scale: Scale = FOUR_LEVEL_SCALE,
-           on_engine: Callable[[Engine], None] | None = None) -> tuple[Engine, bool, float]:
+           on_engine: Callable[[Engine], None] | None = None, dead_letters: DeadLetterLog | None = None
+           ) -> tuple[Engine, bool, float]:
     """Feed the file through a fresh engine (``config``: the stream's settings, by default the demo's;
     ``on_engine`` sees it before the first event); returns it, whether Ctrl-C stopped it, and the wall
-    seconds. Raises :class:`LineError` at the first line that is not a routable event."""
+    seconds; ``dead_letters`` gets each dead letter with its line. Raises :class:`LineError` at the first
+    line that is not a routable event."""
     config = config or stream_config()
     engine = Engine(judge, config, {"command": "replay", "file": str(path), "budget": dict(config.budget),
                                     "budget_unit": config.budget_unit}, scale=scale)
@@ -107,8 +115,12 @@ def replay(path: Path, judge: Judge, err: TextIO, progress: bool | None = None,
     try:
         with stop_on_sigint() as stop:
             try:
+                pipeline = engine.pipeline
                 for line in read_events(path):
+                    before = pipeline.dead_lettered
                     alerts(engine.feed(line.topic, line.key, line.value, time.monotonic() - started))
+                    if dead_letters is not None and pipeline.dead_lettered > before:
+                        dead_letters.add(line.number, pipeline.dead_letters[-1])
                     bar.update(line.end, engine.events)
                     if stop.stopped:
                         break
@@ -167,16 +179,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.flush()
 
     try:
+        out = args.dead_letters.open("w", encoding="utf-8") if args.dead_letters is not None else None
+    except OSError as error:
+        sys.stderr.write(f"monitor replay: error: --dead-letters: cannot write {args.dead_letters}: "
+                         f"{error.strerror or error}\n")
+        return 2
+    log = DeadLetterLog(str(args.file), out)
+    try:
         try:
             engine, interrupted, wall = replay(args.file, judge, sys.stderr, config=config, scale=scale,
-                                               on_engine=serve)
+                                               on_engine=serve, dead_letters=log)
         except LineError as error:
             sys.stderr.write(f"monitor replay: error: {error}\n")
             return 2
         except OSError as error:  # the port is taken
             sys.stderr.write(f"monitor replay: error: --port {args.port}: {error.strerror or error}\n")
             return 1
-        extra = {"record": str(args.record)} if args.record else {}
+        finally:
+            if out is not None:
+                out.close()
+        extra: dict[str, object] = {"record": str(args.record)} if args.record else {}
+        extra["dead_letter_lines"] = log.first
+        if args.dead_letters is not None:
+            extra["dead_letters_file"] = str(args.dead_letters)
         if servers:
             extra["metrics_url"] = servers[0].url
         summary = build_summary(engine, "replay", wall, interrupted, events_file=str(args.file), **extra)

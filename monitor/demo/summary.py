@@ -5,7 +5,8 @@ or expired, after corrections): mean DCG@k with its 95% interval, PNR (ties-posi
 coverage; a shadow candidate's group (``bucket|candidate|shadow``) gives its own lists' numbers over the
 sessions it was paired on (:func:`group_stats`). Then the canary verdicts, each pair's overall verdict
 with its checks, the alerts that fired or resolved (event time and wall offset), the session counters and
-the dead letters by reason code."""
+the dead letters by reason code (a replay: the first few with their file and line), and the impressions
+of an undeclared variant or ranker, by value (never sampled, in no group)."""
 
 from __future__ import annotations
 
@@ -86,7 +87,8 @@ def build_summary(engine: Engine, command: str, wall: float, interrupted: bool =
         elif not counter.group and name == DEAD_LETTER:
             dead[counter.label] = round(value)
     points = engine.recording.points
-    first = engine.first_watermark
+    earliest = engine.pipeline.earliest  # the earliest impression: a stream need not be in time order
+    first = earliest if math.isfinite(earliest) else engine.first_watermark
     summary: dict[str, Any] = {
         "command": command, "source": engine.recording.source, "interrupted": interrupted,
         "wall_seconds": round(wall, 3), "events": engine.events,
@@ -97,6 +99,7 @@ def build_summary(engine: Engine, command: str, wall: float, interrupted: bool =
         "budget": {"per_bucket": dict(snap.config.budget), "unit": snap.config.budget_unit,
                    "period": snap.config.budget_period},
         "dead_letters": dict(sorted(dead.items(), key=lambda item: (-item[1], item[0]))),
+        "undeclared": undeclared_rows(engine),
         "groups": group_rows(engine),
         "verdicts": [row.to_json() for row in engine.verdicts],
         "overall": [row.to_json() for row in overall_rows(engine.verdicts)],
@@ -106,6 +109,30 @@ def build_summary(engine: Engine, command: str, wall: float, interrupted: bool =
     }
     result: dict[str, Any] = finite(summary)
     return result
+
+
+def undeclared_rows(engine: Engine) -> list[dict[str, Any]]:
+    """The impressions of an undeclared variant or ranker, by value, most first (the first
+    ``MAX_UNDECLARED`` values seen; the counter ``undeclared{reason}`` counts them all)."""
+    config = engine.pipeline.config
+    declared = {"variant": ", ".join(config.variants), "ranker": config.ranker_pattern or ""}
+    seen = sorted(engine.pipeline.undeclared_seen.items(), key=lambda item: (-item[1], item[0]))
+    return [{"reason": reason, "value": value, "impressions": n, "declared": declared[reason],
+             "handling": config.undeclared} for (reason, value), n in seen]
+
+
+def undeclared_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per undeclared variant or ranker: how many impressions, what became of them, what the
+    settings declare."""
+    lines = []
+    for row in rows:
+        what = ("never sampled, in no group (counted as other)" if row["handling"] == "other"
+                else "dead letters undeclared_" + row["reason"])
+        setting = "[stream] variants" if row["reason"] == "variant" else "[stream] ranker_pattern"
+        n, plural = row["impressions"], "" if row["impressions"] == 1 else "s"
+        lines.append(f"{n:,} impression{plural} of undeclared {row['reason']} {row['value']!r}: "
+                     f"{what}; declared: {row['declared']} ({setting}; docs/events.md)")
+    return lines
 
 
 def _num(value: float | None, digits: int = 3) -> str:
@@ -159,6 +186,13 @@ def render_summary(summary: dict[str, Any]) -> str:
     dead = summary["dead_letters"]
     lines.append(f"dead letters: {sum(dead.values()):,}"
                  + (" (" + ", ".join(f"{k} {v}" for k, v in dead.items()) + ")" if dead else ""))
+    first = summary.get("dead_letter_lines") or []
+    lines += [f"  {line}" for line in first]
+    if dead and first:
+        where, more = summary.get("dead_letters_file"), sum(dead.values()) - len(first)
+        lines.append(f"  every one with its line in {where}" if where else
+                     (f"  … {more:,} more: " if more > 0 else "  ") + "--dead-letters FILE writes each one")
+    lines += undeclared_lines(summary.get("undeclared", []))
     lines.append("")
     lines.append(f"{'cumulative per group':<24} {'scored':>8} {'expired':>8}  {'DCG@k':<5}  {'[95% CI]':<18} "
                  f"{'PNR':>5}  {'[95% CI]':<13} {'labelled':>8}")

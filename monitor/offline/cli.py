@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from monitor.offline.progress import Progress
 
 DEFAULT_TREC_MEASURES = ("nDCG@10", "P@10", "AP", "RR")
 DEFAULT_SESSION_MEASURES = ("DCG@20", "nDCG@20", "PNR", "P@10")
+DEAD_LETTERS_SHOWN = 10  # invalid session events named on stderr, each as FILE:LINE: code: reason
 
 EPILOG = f"""measures: {accepted_measures()}
 
@@ -109,10 +112,18 @@ def _session_batch(args: argparse.Namespace, progress: Progress) -> RankedBatch:
 
     scale = parse_scale(args.scale or "four-level")
     progress.step("reading sessions")
-    data = read_sessions(list(args.sessions), scale)
+    data = read_sessions(list(args.sessions), scale, now=time.time())
     progress.step("joining labels")
     keys, lists, max_level = judged_sessions(data, scale)
     progress.step("building lists")
+    if data.dead_letters:
+        counts = Counter(d.error.code for d in data.dead_letters)
+        sys.stderr.write(f"monitor evaluate: {len(data.dead_letters):,} invalid event(s) left out as dead "
+                         "letters (" + ", ".join(f"{code} {n}" for code, n in counts.most_common()) + "):\n")
+        for letter in data.dead_letters[:DEAD_LETTERS_SHOWN]:
+            sys.stderr.write(f"  {letter}\n")
+        if len(data.dead_letters) > DEAD_LETTERS_SHOWN:
+            sys.stderr.write(f"  … and {len(data.dead_letters) - DEAD_LETTERS_SHOWN:,} more\n")
     if data.unlabelled:
         sys.stderr.write(f"monitor evaluate: {data.unlabelled} session(s) without any label left out\n")
     return RankedBatch.from_lists(keys, lists, max_level)

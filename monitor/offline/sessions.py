@@ -7,19 +7,29 @@ a re-sent old grade does not undo it); on a tie, or without ``ts``, the later li
 docs/events.md, :func:`monitor.core.stream.held_grades.merge_grades`). The NDCG ideal
 pool is the same set of labels. Sessions with no label at all are left out (as trec_eval leaves out
 queries without qrels) and counted. Deploy events are accepted and ignored here.
+
+Each line is read as ``monitor replay`` and the worker read it: routed by its top-level fields
+(:func:`monitor.core.routing.route`; a line that is not an event at all is an :class:`InputError`,
+``FILE:LINE: reason``), decoded by :func:`monitor.core.decoding.decode_event` and checked by the clock
+rules (:func:`monitor.core.stream.admission.clock_error`, given a wall clock). An invalid event is the
+worker's dead letter: left out and listed (:attr:`SessionFile.dead_letters`, with its file and line), so
+the valid events give the same numbers with or without it. A UTF-8 byte-order mark at the start of a file
+is skipped.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from monitor.core.event_checks import parse_event
+from monitor.core.decoding import decode_event
 from monitor.core.events import DEFAULT_LIMITS, Annotation, EventError, Impression, Limits
 from monitor.core.grades import Grade, Scale, TrecScale
 from monitor.core.judged import JudgedList
+from monitor.core.routing import route
+from monitor.core.stream.admission import clock_error
+from monitor.core.stream.config import StreamConfig
 from monitor.offline.errors import InputError
 
 
@@ -33,30 +43,55 @@ class SessionFile:
     unlabelled: int = 0
     stamps: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)  # the ts of each grade held
     stale: int = 0  # grades that lost to a held grade with a later ts
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """An invalid event left out: where it is and the worker's error (code, field, reason)."""
+
+    path: str
+    line: int
+    error: EventError
+
+    def __str__(self) -> str:
+        where = f"{self.error.field}: " if self.error.field else ""
+        return f"{self.path}:{self.line}: {self.error.code}: {where}{self.error.reason}"
+
+
+BOM = b"\xef\xbb\xbf"
 
 
 def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
     with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
+        for number, line in enumerate(handle, start=1):
+            raw = line.rstrip(b"\r\n")
+            if number == 1 and raw.startswith(BOM):
+                raw = raw[len(BOM):]
             if raw.strip():
                 yield number, raw
 
 
-def read_sessions(paths: list[Path], scale: Scale, limits: Limits = DEFAULT_LIMITS) -> SessionFile:
+def read_sessions(paths: list[Path], scale: Scale, limits: Limits = DEFAULT_LIMITS,
+                  now: float | None = None) -> SessionFile:
+    """The events of ``paths``; ``now``: the wall clock of the clock rules (None: not checked)."""
     out = SessionFile()
     first_seen: dict[str, str] = {}
+    rules = StreamConfig()
     for path in paths:
         for number, raw in _lines(path):
             try:
-                obj = json.loads(raw.decode("utf-8"))
-                event = parse_event(obj, scale, limits)
-            except UnicodeDecodeError as error:
-                raise InputError(str(path), number, f"not UTF-8 ({error.reason})") from None
-            except json.JSONDecodeError as error:
-                raise InputError(str(path), number, f"invalid JSON: {error.msg} at column {error.colno}") \
-                    from None
-            except EventError as error:
+                route(raw)
+            except ValueError as error:
                 raise InputError(str(path), number, str(error)) from None
+            try:
+                event = decode_event(raw, scale, limits)
+                late = clock_error(event, now, rules)
+                if late is not None:
+                    raise late
+            except EventError as error:
+                out.dead_letters.append(DeadLetter(str(path), number, error))
+                continue
             if isinstance(event, Impression):
                 where = first_seen.get(event.session_id)
                 if where is not None and out.impressions[event.session_id] != event:

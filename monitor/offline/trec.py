@@ -146,22 +146,27 @@ DICT = pa.dictionary(pa.int32(), pa.string())
 
 def _scan(path: Path, fields: tuple[str, ...], check: Callable[[list[str]], str | None]) -> None:
     """Find the first bad line of a file the fast reader refused; raise InputError for it."""
+    empty = True
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
-                line = raw.decode("utf-8")
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")  # a byte-order mark first
             except UnicodeDecodeError as error:
                 raise InputError(str(path), number, f"not UTF-8 ({error.reason} at byte {error.start})") \
                     from None
             parts = line.split()
             if not parts:
                 continue
+            empty = False
             if len(parts) != len(fields):
                 raise InputError(str(path), number, f"expected {len(fields)} fields "
                                  f"({' '.join(fields)}), got {len(parts)}")
             reason = check(parts)
             if reason is not None:
                 raise InputError(str(path), number, reason)
+    if empty:
+        raise InputError(str(path), None, f"the file is empty: expected lines of {len(fields)} fields "
+                                          f"({' '.join(fields)})")
     raise InputError(str(path), None, "unreadable (no single bad line found)")
 
 

@@ -26,7 +26,7 @@ from monitor.core.events import (
     Limits,
 )
 from monitor.core.grades import Scale
-from monitor.core.stream.admission import admit, declared_shadow, past_error
+from monitor.core.stream.admission import admit, declared_shadow, past_error, undeclared_value
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.counters import (
     EARLY_SESSIONS_EVICTED,
@@ -56,6 +56,7 @@ from monitor.core.stream.window_merge import rollup
 from monitor.store.partition_state import PartitionState
 
 TOPICS = ("impressions", "annotations", "deploys")
+MAX_UNDECLARED = 50  # undeclared variant or ranker values tallied by name (``undeclared_seen``)
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,11 @@ class MemoryPipeline:
         self.query_seen: dict[str, float] = {}
         self.shared_seen: dict[str, float] = {}
         self.prune_every, self._submitted = prune_every, 0
+        self.dead_lettered = 0  # every dead letter so far (``dead_letters`` keeps the latest ``keep``)
+        self.earliest = math.inf  # the earliest time of an admitted impression
+        # impressions of an undeclared variant or ranker, by (reason, value): the first MAX_UNDECLARED
+        # values (the counter ``undeclared{reason}`` has them all), so a summary can name them
+        self.undeclared_seen: dict[tuple[str, str], int] = {}
         self._queue: deque[tuple[int, Event]] = deque()
 
     # -- input ----------------------------------------------------------------------------------------
@@ -127,8 +133,15 @@ class MemoryPipeline:
         except EventError as error:
             self.dead_letters.append(DeadLetter(topic, partition, offset, error.code, error.field,
                                                 error.reason, value))
+            self.dead_lettered += 1
             self.aggregates[partition].count(dead_letter(error.code))
             return
+        if isinstance(event, Impression):
+            self.earliest = min(self.earliest, event.ts)
+            seen = undeclared_value(event, self.config)
+            tally = self.undeclared_seen
+            if seen is not None and (seen in tally or len(tally) < MAX_UNDECLARED):
+                tally[seen] = tally.get(seen, 0) + 1
         event, dropped = declared_shadow(event, self.config)
         if dropped:
             self.aggregates[target].count(SHADOW_RANKER, float(dropped))

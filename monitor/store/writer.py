@@ -39,7 +39,7 @@ from monitor.core.events import (
     Limits,
 )
 from monitor.core.grades import Scale
-from monitor.core.stream.admission import admit, declared_shadow, past_error
+from monitor.core.stream.admission import admit, declared_shadow, past_error, undeclared_value
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.counters import SHADOW_RANKER, STALE_LABELS, dead_letter
 from monitor.core.stream.held_grades import merge_grades
@@ -56,6 +56,8 @@ from monitor.store.reader import Reader
 from monitor.store.scripts import Scripts, merged_shared
 from monitor.store.sketch_cache import SketchCache
 
+MAX_UNDECLARED_NAMED = 100  # undeclared variant or ranker values named in the log (the counter counts all)
+
 
 class RedisState(Reader):
     """One worker's view of the state in Redis: the write path here, the read model from :class:`Reader`."""
@@ -66,13 +68,17 @@ class RedisState(Reader):
         super().__init__(redis, config, Keys(prefix))
         self.scale, self.partitions = scale, partitions
         self.prefix, self.limits = prefix, limits
-        self.clock = clock  # the wall clock of the max_future rule (admission.future_error); None: no check
+        self.clock = clock  # the wall clock of the max_future rule (admission.clock_error); None: no check
         self._registered: set[int] = set()  # partitions already in the global set (one SADD each)
         # CPU seconds of this thread in the batch's synchronous stages (decode, join, encode); the rest of
         # a worker's CPU is Kafka, the Redis client and the event loop (search_relevance_worker_cpu_seconds)
         self.cpu: dict[str, float] = {"decode": 0.0, "join": 0.0, "encode": 0.0}
         self.scripts = Scripts.register(redis)
         self.sketches = SketchCache(config)  # the owned partitions' sketch slices (sketch_cache.py)
+        # an undeclared variant or ranker value admitted for the first time, as (reason, value): the
+        # worker logs each once and empties the list (the first MAX_UNDECLARED_NAMED values)
+        self.undeclared_new: list[tuple[str, str]] = []
+        self._undeclared_seen: set[tuple[str, str]] = set()
 
     # -- messages -------------------------------------------------------------------------------------
     async def handle(self, partition: int, topic: str, offset: int, raw: bytes, outbox: Outbox | None = None,
@@ -179,9 +185,15 @@ class RedisState(Reader):
         """The message's event, or why it is a dead letter (invalid, on the wrong topic, undeclared, ahead
         of the wall clock)."""
         try:
-            return admit(message.raw, message.role, self.scale, self.config, self.clock(), self.limits)
+            event = admit(message.raw, message.role, self.scale, self.config, self.clock(), self.limits)
         except EventError as invalid:
             return invalid
+        if isinstance(event, Impression) and len(self._undeclared_seen) < MAX_UNDECLARED_NAMED:
+            seen = undeclared_value(event, self.config)
+            if seen is not None and seen not in self._undeclared_seen:
+                self._undeclared_seen.add(seen)
+                self.undeclared_new.append(seen)
+        return event
 
     async def _meta(self, partition: int, periods: Iterable[int] = ()
                     ) -> tuple[dict[str, str], dict[tuple[str, int], float]]:

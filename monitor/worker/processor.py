@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple, TypeVar
 
 from monitor.core.events import EventError
+from monitor.core.stream.config import StreamConfig
 from monitor.store.batch import Fenced, Message, Outcome, StateBehind
 from monitor.store.client import REDIS_UNAVAILABLE
 from monitor.store.writer import RedisState
@@ -34,6 +35,23 @@ from monitor.worker.outbox import Entry, decode_entry, outbox_entries
 from monitor.worker.settings import Topics
 
 log = logging.getLogger("monitor.worker")
+
+
+def undeclared_warning(reason: str, value: str, config: StreamConfig) -> str:
+    """The log line of the first impression of an undeclared variant or ranker ``value``.
+
+    >>> print(undeclared_warning("variant", "exp-7", StreamConfig()))  # doctest: +NORMALIZE_WHITESPACE
+    impressions of undeclared variant 'exp-7' are counted as other
+    (search_relevance_undeclared_impressions_total{reason="variant"}), never sampled and in no group;
+    the declared variants are control, canary (setting [stream] variants; docs/events.md)
+    """
+    if reason == "variant":
+        declared = f"the declared variants are {', '.join(config.variants)} (setting [stream] variants"
+    else:
+        declared = f"rankers must match {config.ranker_pattern!r} (setting [stream] ranker_pattern"
+    return (f"impressions of undeclared {reason} {value[:64]!r} are counted as other "
+            f"(search_relevance_undeclared_impressions_total{{reason=\"{reason}\"}}), never sampled and in "
+            f"no group; {declared}; docs/events.md)")
 
 
 T = TypeVar("T")
@@ -107,6 +125,7 @@ class Processor:
             parts = list(by_partition.items())
             results = await asyncio.gather(*(self._partition(p, [batch[i] for i in indices])
                                              for p, indices in parts), return_exceptions=True)
+            self._log_undeclared()
             outcomes: list[Outcome | None] = [None] * len(batch)
             for (partition, indices), result in zip(parts, results, strict=True):
                 if isinstance(result, BaseException):
@@ -116,6 +135,12 @@ class Processor:
                     if outcome.publishes():
                         self._drained.discard(partition)  # its outbox has entries to produce
             return [o for o in outcomes if o is not None]
+
+    def _log_undeclared(self) -> None:
+        """Once per undeclared variant or ranker value: a warning that its impressions are only counted."""
+        for reason, value in self.state.undeclared_new:
+            log.warning("%s", undeclared_warning(reason, value, self.state.config))
+        self.state.undeclared_new.clear()
 
     async def _partition(self, partition: int, part: Sequence[Consumed]) -> list[Outcome]:
         try:

@@ -15,7 +15,7 @@ from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.counters import DEAD_LETTER as DEAD_LETTER_COUNTER
 from monitor.core.stream.counters import UNDECLARED, Counter, dead_letter, undeclared
 from monitor.sim import SimConfig, simulate
-from monitor.store.writer import RedisState
+from monitor.store.writer import MAX_UNDECLARED_NAMED, RedisState
 from tests.support.declared_variants import DEAD_LETTER, DECLARED, PARTITIONS, Events, run, with_junk
 from tests.support.redis_runs import run_through_redis
 
@@ -59,7 +59,14 @@ async def test_junk_in_redis_as_in_process(redis_url: str, streams: tuple[Events
     assert comparable(got.counters) == pytest.approx(comparable(expected.counters))
     if mode == "other":
         assert got.counters[undeclared("variant")] == got.counters[undeclared("ranker")] == JUNK / 2
+        # each junk value is named once, for the worker's log: the first MAX_UNDECLARED_NAMED of them
+        assert len(state.undeclared_new) == len(set(state.undeclared_new)) == MAX_UNDECLARED_NAMED
+        assert {reason for reason, _ in state.undeclared_new} == {"variant", "ranker"}
+        assert all(value.startswith("exp-" if reason == "variant" else "junk-")
+                   for reason, value in state.undeclared_new)
     else:
+        assert state.undeclared_new == []  # dead letters: named by the dead-letter topic
+    if mode == "dead_letter":
         assert got.counters[dead_letter("undeclared_variant")] == JUNK / 2
         assert got.counters[dead_letter("undeclared_ranker")] == JUNK / 2
     real = {k: v for k, v in comparable(got.counters).items()

@@ -45,7 +45,7 @@ async def test_redis_state_equals_in_process_and_ignores_redelivery(redis_url: s
 
     redis = Redis.from_url(redis_url)
     try:
-        state = RedisState(redis, CONFIG, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        state = RedisState(redis, CONFIG, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}", clock=lambda: None)
         await run_through_redis(state, events, partitions, redeliver=True, batch=batch)
         got = await state.snapshot()
         everything = [Deploy("canary_start", "any", -1e12)]  # a period from the start: every epoch read
@@ -115,7 +115,7 @@ async def test_a_judgments_budget_in_redis_samples_and_spends_as_in_process(redi
 
     redis = Redis.from_url(redis_url)
     try:
-        state = RedisState(redis, config, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        state = RedisState(redis, config, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}", clock=lambda: None)
         requests = await run_through_redis(state, events, partitions, batch=40)
         got = await state.snapshot()
         spent = {}
@@ -167,7 +167,7 @@ async def test_shared_grades_in_redis_give_the_brute_force_numbers(redis_url: st
 
     redis = Redis.from_url(redis_url)
     try:
-        state = RedisState(redis, config, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        state = RedisState(redis, config, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}", clock=lambda: None)
         requests = await run_through_redis(state, events, partitions, redeliver=True, batch=batch)
         got = await state.snapshot()
         stored = {key.decode() for key in await redis.keys(f"{state.prefix}:*:shared")}
@@ -204,12 +204,14 @@ async def test_events_with_a_wrong_clock_are_dead_letters_in_redis_too(redis_url
     from tests.support.clock_skew import CONFIG as SKEW_CONFIG
     from tests.support.clock_skew import hostile
 
-    events, _ = random_stream(4, sessions=150)
+    now = 1_800_000_000.0  # the wall clock (2027) of a stream in 2023
+    events, _ = random_stream(4, sessions=150, start=1_700_000_000.0)
     mixed, count = hostile(events, 4)
-    expected = in_process(events, SKEW_CONFIG, partitions).snapshot()
+    expected = in_process(events, SKEW_CONFIG, partitions, clock=now).snapshot()
     redis = Redis.from_url(redis_url)
     try:
-        state = RedisState(redis, SKEW_CONFIG, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        state = RedisState(redis, SKEW_CONFIG, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}",
+                           clock=lambda: now)
         await run_through_redis(state, mixed, partitions, batch=batch)
         got = await state.snapshot()
     finally:
@@ -246,7 +248,7 @@ async def test_a_quiet_partition_closes_in_redis_as_in_process(redis_url: str, p
     memory = run(events, partitions=partitions)
     redis = Redis.from_url(redis_url)
     try:
-        state = RedisState(redis, QUIET_CONFIG, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        state = RedisState(redis, QUIET_CONFIG, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}", clock=lambda: None)
         await feed(state, events, partitions)
         before = await state.snapshot()
         closed = [await state.close_quiet(p) for p in range(partitions)]
@@ -291,7 +293,7 @@ async def test_a_ghost_label_flood_in_redis_is_bounded_and_evicts_as_in_process(
     alone = in_process(events, config, partitions)
     redis = Redis.from_url(redis_url)
     try:
-        state = RedisState(redis, config, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        state = RedisState(redis, config, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}", clock=lambda: None)
         await run_through_redis(state, mixed, partitions)
         got = await state.snapshot()
         early_keys = [k async for k in redis.scan_iter(match=f"{state.prefix}:*:e:*", count=1000)]
@@ -349,7 +351,7 @@ async def test_the_latest_ts_wins_in_redis_as_in_process(redis_url: str, scenari
     expected = in_process(events, TS_CONFIG, partitions).snapshot()
     redis = Redis.from_url(redis_url)
     try:
-        state = RedisState(redis, TS_CONFIG, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        state = RedisState(redis, TS_CONFIG, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}", clock=lambda: None)
         await run_through_redis(state, events, partitions, redeliver=True, batch=batch)
         got = await state.snapshot()
     finally:
@@ -378,7 +380,7 @@ async def test_any_delivery_order_of_ts_grades_in_redis_gives_the_numbers_of_ts_
         for seed in range(3):
             events = [*impressions, *in_ts_order]
             random.Random(seed).shuffle(events)
-            state = RedisState(redis, TS_CONFIG, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}")
+            state = RedisState(redis, TS_CONFIG, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}", clock=lambda: None)
             await run_through_redis(state, events, partitions, batch=batch)
             got = await state.snapshot()
             assert {key: {name: round(value, 6) for name, value in stats.items() if name != "join_lag" and value}
@@ -397,7 +399,7 @@ async def test_query_merge_is_idempotent_and_old_early_labels_stay_readable(redi
 
     redis = Redis.from_url(redis_url)
     try:
-        state = RedisState(redis, TS_CONFIG, FOUR_LEVEL_SCALE, 1, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        state = RedisState(redis, TS_CONFIG, FOUR_LEVEL_SCALE, 1, prefix=f"test-{uuid.uuid4().hex[:8]}", clock=lambda: None)
         keys = [state.keys.q(query_key("q"), "labels"), state.keys.q(query_key("q"), "label_ts")]
         assert await state.scripts.query_merge(keys=keys, args=[repr(200.0), 60, "a", 3, "b", 1]) == [b"a", b"b"]
         assert await state.scripts.query_merge(keys=keys, args=[repr(200.0), 60, "a", 3, "b", 1]) == [b"a", b"b"]
@@ -434,7 +436,7 @@ async def test_deploys_keep_their_share_in_redis_and_old_records_still_read(redi
             Deploy("canary_share", "r3", 50.0, "r1", share=0.5), Deploy("rollback", "r3", 60.0)]
     redis = Redis.from_url(redis_url)
     try:
-        state = RedisState(redis, CONFIG, FOUR_LEVEL_SCALE, 1, prefix=f"test-{uuid.uuid4().hex[:8]}")
+        state = RedisState(redis, CONFIG, FOUR_LEVEL_SCALE, 1, prefix=f"test-{uuid.uuid4().hex[:8]}", clock=lambda: None)
         for offset, d in enumerate(sent):
             body = {"type": "deploy", "kind": d.kind, "ranker": d.ranker, "ts": d.ts}
             body.update({k: v for k, v in (("previous", d.previous), ("share", d.share)) if v is not None})

@@ -100,7 +100,7 @@ async def run(url: str, events: Events, config: StreamConfig) -> Read:
     prefix = f"test-{uuid.uuid4().hex[:8]}"
     client = connect(url, socket_timeout=10)
     try:
-        state = RedisState(client, config, FOUR_LEVEL_SCALE, PARTITIONS, prefix=prefix)
+        state = RedisState(client, config, FOUR_LEVEL_SCALE, PARTITIONS, prefix=prefix, clock=lambda: None)
         requests = await run_through_redis(state, events, PARTITIONS, redeliver=True, batch=40)
         snapshot = await state.snapshot()
         recorded = await state.deploys()

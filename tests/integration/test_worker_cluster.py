@@ -194,7 +194,7 @@ async def test_a_promoted_replica_without_the_last_commits_is_caught_up_from_kaf
 
     client = connect(cluster.address, socket_timeout=5, socket_connect_timeout=2)
     state = RedisState(client, StreamConfig(budget={"head": 1e9, "torso": 1e9, "tail": 1e9}), FOUR_LEVEL_SCALE, 1,
-                       prefix=f"lost-{tag}")
+                       prefix=f"lost-{tag}", clock=lambda: None)
     processor = Processor(state, topics, retry_delay=0.1, fetch=fetch)
     slot = key_slot(b"{p0}")
     primary = cluster.primary_for_slot(slot)

@@ -146,7 +146,7 @@ async def test_a_stale_commit_is_fenced_and_a_hole_is_refused(redis_url: str) ->
     client = Redis.from_url(redis_url)
     config = StreamConfig(budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
     prefix = f"fence-{uuid.uuid4().hex[:8]}"
-    one, other = (RedisState(client, config, FOUR_LEVEL_SCALE, 1, prefix=prefix) for _ in range(2))
+    one, other = (RedisState(client, config, FOUR_LEVEL_SCALE, 1, prefix=prefix, clock=lambda: None) for _ in range(2))
     deploy = b'{"type": "deploy", "kind": "deploy", "ranker": "r", "ts": 100.0}'
     meta = f"{prefix}:{{p0}}:meta"
     try:
@@ -198,9 +198,9 @@ async def test_a_worker_that_lost_its_partition_redoes_its_batch_instead_of_appl
     config = StreamConfig(budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
     prefix = f"zombie-{uuid.uuid4().hex[:8]}"
     topics = Topics("i", "a", "d", "dead", "requests")
-    zombie_state = Interleaved(client, config, FOUR_LEVEL_SCALE, 1, prefix=prefix)
+    zombie_state = Interleaved(client, config, FOUR_LEVEL_SCALE, 1, prefix=prefix, clock=lambda: None)
     zombie = Processor(zombie_state, topics)
-    owner = Processor(RedisState(client, config, FOUR_LEVEL_SCALE, 1, prefix=prefix), topics)
+    owner = Processor(RedisState(client, config, FOUR_LEVEL_SCALE, 1, prefix=prefix, clock=lambda: None), topics)
     deploy = b'{"type": "deploy", "kind": "deploy", "ranker": "r", "ts": 100.0}'
     batch = [Consumed("d", 0, 0, b"r", deploy), Consumed("d", 0, 1, b"x", b"not json"),
              Consumed("d", 0, 2, b"r", deploy)]
@@ -238,7 +238,7 @@ async def test_a_message_failing_for_a_while_is_tried_again_and_only_then_dead_l
     client = Redis.from_url(redis_url)
     prefix = f"failing-{uuid.uuid4().hex[:8]}"
     state = Failing(client, StreamConfig(budget={"head": 1e9, "torso": 1e9, "tail": 1e9}), FOUR_LEVEL_SCALE, 1,
-                    prefix=prefix)
+                    prefix=prefix, clock=lambda: None)
     state.offset, state.failures = 1, failures
     processor = Processor(state, Topics("i", "a", "d", "dead", "requests"), retry_delay=0.01)
     deploys = [Consumed("d", 0, n, b"r", json.dumps(

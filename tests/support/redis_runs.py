@@ -58,9 +58,10 @@ def with_query_labels(events: list[tuple[str, bytes, bytes]]) -> list[tuple[str,
 
 
 def in_process(events: list[tuple[str, bytes, bytes]], config: StreamConfig, partitions: int,
-               **options: int) -> MemoryPipeline:
-    """The in-process core fed ``events`` to the end (every due session closed): the reference."""
-    memory = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=partitions, **options)
+               clock: float | None = None, **options: int) -> MemoryPipeline:
+    """The in-process core fed ``events`` to the end (every due session closed): the reference; ``clock``:
+    the wall clock of the clock rules (None: not checked, for streams on toy 1970 times)."""
+    memory = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=partitions, clock=lambda: clock, **options)
     for topic, key, value in events:
         memory.submit(topic, key, value)
     memory.advance(math.inf)

@@ -53,8 +53,11 @@ def graded(rng: random.Random, sid: str, docs: list[str], share: float, wrong: i
     return events, final
 
 
-def random_stream(seed: int, sessions: int = 300) -> tuple[list[tuple[str, bytes, bytes]], dict[str, dict]]:
-    """Impressions and labels (with duplicates, corrections, some never labelled), and the truth."""
+def random_stream(seed: int, sessions: int = 300, start: float = 1000.0
+                  ) -> tuple[list[tuple[str, bytes, bytes]], dict[str, dict]]:
+    """Impressions and labels (with duplicates, corrections, some never labelled), and the truth; the
+    impressions 7 s apart from ``start`` (the default, in 1970, only where no wall clock is checked:
+    ``clock=lambda: None``)."""
     rng = random.Random(seed)
     events: list[tuple[str, bytes, bytes]] = []
     truth: dict[str, dict] = {}
@@ -63,7 +66,7 @@ def random_stream(seed: int, sessions: int = 300) -> tuple[list[tuple[str, bytes
         bucket = rng.choice(["head", "torso", "tail"])
         docs = [f"d{i}-{j}" for j in range(rng.randint(1, 45))]
         variant = rng.choice(["control", "canary"])
-        ts = 1000.0 + i * 7.0
+        ts = start + i * 7.0
         events.append(("impressions", sid.encode(), impression(sid, ts, docs, bucket, variant=variant)))
         final: dict[str, int] = {}
         if rng.random() < 0.85:

@@ -40,7 +40,7 @@ class World:
         self.difficulty = {f"q{i}": self.rng.choice([0.3, 1.0, 1.8, 2.6]) for i in range(queries)}
         self.fresh = set(list(self.difficulty)[:no_history])  # no sessions before the comparison
         self.sessions: list[tuple[str, str, float, str, str, float]] = []  # sid, query, ts, ranker, variant, x
-        self.pipeline = MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE)
+        self.pipeline = MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE, clock=lambda: None)
 
     def session(self, sid: str, query: str, ts: float, ranker: str, variant: str, drop: float = 0.0) -> None:
         level = round(min(max(self.rng.gauss(self.difficulty[query] - drop, 0.6), 0.0), 3.0))

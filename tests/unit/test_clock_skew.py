@@ -17,7 +17,8 @@ from monitor.store.memory import MemoryPipeline
 from tests.support.clock_skew import CONFIG, Events, hostile
 from tests.support.streams import random_stream
 
-NOW = 1_800_000_000.0  # the wall clock of these runs (2027): the stream's times are in 1970
+NOW = 1_800_000_000.0  # the wall clock of these runs (2027): the stream's times are in 2023
+START = 1_700_000_000.0
 
 
 def run(events: Events, clock: float | None, partitions: int = 2) -> MemoryPipeline:
@@ -35,7 +36,7 @@ def numbers(pipeline: MemoryPipeline) -> tuple[dict[str, dict[str, float]], dict
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_events_with_a_wrong_clock_are_dead_letters_and_change_no_number(seed: int) -> None:
-    events, _ = random_stream(seed, sessions=200)
+    events, _ = random_stream(seed, sessions=200, start=START)
     mixed, count = hostile(events, seed)
     clean, dirty = run(events, NOW), run(mixed, NOW)
     clean_totals, clean_counters = numbers(clean)
@@ -55,7 +56,7 @@ def test_without_the_clock_rule_one_far_future_impression_loses_the_sessions_aft
     """The defect the rule fixes, shown on the same stream: with no clock to compare with (the rule off),
     the 9999 impression moves its partition's watermark past every deadline and window, and the valid
     impressions after it on that partition count as older than state_ttl: their sessions are lost."""
-    events, _ = random_stream(1, sessions=200)
+    events, _ = random_stream(1, sessions=200, start=START)
     mixed, _ = hostile(events, 1)
     clean = numbers(run(events, None))[1]
     blinded = run(mixed, None)

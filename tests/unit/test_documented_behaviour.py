@@ -59,7 +59,7 @@ def query_label(query: str, doc: str, level: int) -> Event:
 
 def run(events: list[Event], **config: Any) -> MemoryPipeline:
     """The events through one partition, then every pending session closed (end of a replay)."""
-    pipeline = MemoryPipeline(StreamConfig(**config), FOUR_LEVEL_SCALE)
+    pipeline = MemoryPipeline(StreamConfig(**config), FOUR_LEVEL_SCALE, clock=lambda: None)
     for topic, key, value in events:
         pipeline.submit(topic, key, value)
     pipeline.advance(math.inf)
@@ -251,8 +251,9 @@ def test_the_dcg_interval_uses_the_sample_variance() -> None:
 
 
 def test_the_summarys_expired_count_includes_sessions_later_rescued(tmp_path: Path) -> None:
-    lines = [impression("a", 1000, ["x", "y"]), impression("b", 1000, ["x", "y"]),
-             impression("c", 5000, ["z"]),  # the watermark passes a's and b's deadline: both expire
+    start = 1_763_712_000  # a replay checks the clock rules: event times after 2000
+    lines = [impression("a", start, ["x", "y"]), impression("b", start, ["x", "y"]),
+             impression("c", start + 4000, ["z"]),  # the watermark passes a's and b's deadline: both expire
              label("a", "x", 3), label("a", "y", 1)]  # a reaches full coverage: rescued, scored
     path = tmp_path / "events.jsonl"
     path.write_bytes(b"".join(value + b"\n" for _, _, value in lines))

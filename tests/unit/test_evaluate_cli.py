@@ -66,7 +66,7 @@ def test_sessions_reproduce_the_seed_examples(capsys: pytest.CaptureFixture[str]
 def test_sessions_ndcg_ideal_uses_query_level_labels_of_unshown_documents(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     events = [
-        {"type": "impression", "session_id": "s", "query": "q", "ranker": "r", "ts": 1,
+        {"type": "impression", "session_id": "s", "query": "q", "ranker": "r", "ts": 1763712000,
          "results": [{"doc_id": f"d{i}", "position": i + 1, "score": 10 - i} for i in range(6)]},
         {"type": "annotation", "query": "q", "grades": [{"doc_id": f"d{i}", "grade": g}
                                                          for i, g in enumerate([3, 2, 3, 0, 1, 2])]},
@@ -82,7 +82,7 @@ def test_sessions_ndcg_ideal_uses_query_level_labels_of_unshown_documents(
 def test_a_correction_replaces_the_earlier_grade(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     events = [
         {"type": "annotation", "session_id": "s", "doc_id": "a", "grade": "高"},  # before the impression
-        {"type": "impression", "session_id": "s", "query": "q", "ranker": "r", "ts": 1,
+        {"type": "impression", "session_id": "s", "query": "q", "ranker": "r", "ts": 1763712000,
          "results": [{"doc_id": "a", "position": 1, "score": 1.0}]},
         {"type": "annotation", "session_id": "s", "doc_id": "a", "grade": "低"},
     ]
@@ -125,19 +125,51 @@ def test_malformed_qrels_names_file_line_and_reason(tmp_path: Path, capsys: pyte
 
 
 @pytest.mark.parametrize(("line", "reason"), [
-    ('{"type": "impression"', "invalid JSON"),
+    ('{"type": "impression"', "not a JSON event ("),
     ('{"type": "click"}', "unknown event type 'click'"),
-    ('{"type": "annotation", "session_id": "s", "doc_id": "a", "grade": "超高"}', "unknown grade '超高'"),
-    ('{"type": "impression", "session_id": "s", "query": "q", "ranker": "r", "ts": 1, "results": '
-     '[{"doc_id": "a", "position": 2, "score": 1}]}', "positions must be 1..1"),
-    ('{"type": "impression", "schema": 9}', "unknown schema version 9"),
+    ("[" * 100_000, "not a JSON event (nested too deeply)"),
 ])
-def test_malformed_session_events(tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str,
-                                  reason: str) -> None:
+def test_a_line_that_is_not_an_event_names_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         line: str, reason: str) -> None:
     path = tmp_path / "events.jsonl"
     path.write_text('{"type": "annotation", "session_id": "s", "doc_id": "a", "grade": "高"}\n' + line + "\n")
     code, _, err = run_cli(capsys, "--sessions", str(path))
-    assert code == 2 and f"{path}:2: " in err and reason in err
+    assert code == 2 and f"{path}:2: " in err and reason in err and "Traceback" not in err
+
+
+SESSION = ('{"type": "impression", "session_id": "s", "query": "q", "ranker": "r", "ts": 1763712000, '
+           '"results": [{"doc_id": "a", "position": 1}, {"doc_id": "b", "position": 2}]}\n'
+           '{"type": "annotation", "session_id": "s", "doc_id": "a", "grade": "高"}\n')
+
+
+@pytest.mark.parametrize(("line", "reason"), [
+    ('{"type": "annotation", "session_id": "s", "doc_id": "a", "grade": "超高"}',
+     "unknown_grade: grade: unknown grade '超高'"),
+    ('{"type": "impression", "session_id": "t", "query": "q", "ranker": "r", "ts": 1763712000, "results": '
+     '[{"doc_id": "a", "position": 2, "score": 1}]}', "positions must be 1..1"),
+    ('{"type": "impression", "schema": 9}', "unknown schema version 9"),
+    ('{"type": "annotation", "session_id": "s", "doc_id": "b", "grade": "高", "x": ' + "[" * 10_000
+     + "]" * 10_000 + "}", "invalid_json: invalid JSON: nested too deeply"),
+    ('{"type": "annotation", "session_id": "\\ud800", "doc_id": "b", "grade": "高"}',
+     "invalid_utf8: session_id: not UTF-8 (unpaired surrogate \\ud800"),
+    ('{"type": "annotation", "session_id": "s", "doc_id": "b", "grade": ' + "1" * 5000 + "}",
+     "invalid_json: invalid JSON: a number of more than 4,300 digits"),
+    ('{"type": "annotation", "session_id": "s", "doc_id": "b", "grade": "无", "ts": 1e300}',
+     "ts_out_of_range: ts: out of range"),
+    ('{"type": "impression", "session_id": "t", "query": "q", "ranker": "r", "ts": "0001-01-01T00:00:00Z", '
+     '"results": [{"doc_id": "a", "position": 1}]}', "invalid_value: ts: not a valid epoch time"),
+])
+def test_an_invalid_session_event_is_a_dead_letter_and_the_rest_is_evaluated(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, reason: str) -> None:
+    """The worker's dead letter, named FILE:LINE: code: field: reason, and the same numbers as without it."""
+    clean, path = tmp_path / "clean.jsonl", tmp_path / "events.jsonl"
+    clean.write_text(SESSION)
+    path.write_bytes(b"\xef\xbb\xbf" + (SESSION + line + "\n").encode())  # a byte-order mark too
+    code, expected, _ = run_cli(capsys, "--sessions", str(clean), "--format", "json")
+    assert code == 0
+    code, out, err = run_cli(capsys, "--sessions", str(path), "--format", "json")
+    assert code == 0 and out == expected
+    assert "1 invalid event(s) left out as dead letters" in err and f"{path}:3: " in err and reason in err
 
 
 def test_bad_measure_and_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -189,3 +221,25 @@ def test_evaluate_asks_for_one_blas_thread_unless_told_otherwise(
     code, _, _ = run_cli(capsys, str(EXAMPLES / "qrels.txt"), str(EXAMPLES / "run.txt"), "-m", "P@5")
     assert code == 0
     assert os.environ["OPENBLAS_NUM_THREADS"] == seen
+
+
+@pytest.mark.parametrize("which", ["qrels", "run"])
+def test_an_empty_file_is_called_empty(tmp_path: Path, capsys: pytest.CaptureFixture[str], which: str) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    files = [str(empty), str(EXAMPLES / "run.txt")] if which == "qrels" else [str(EXAMPLES / "qrels.txt"), str(empty)]
+    code, _, err = run_cli(capsys, *files)
+    fields = "qid iter docno grade" if which == "qrels" else "qid q0 docno rank score tag"
+    assert code == 2 and f"{empty}: the file is empty: expected lines of" in err and fields in err
+
+
+def test_a_byte_order_mark_is_read_past(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A UTF-8 byte-order mark (an editor on Windows writes one) is not part of the first query id."""
+    code, expected, _ = run_cli(capsys, str(EXAMPLES / "qrels.txt"), str(EXAMPLES / "run.txt"), "--per-query")
+    paths = []
+    for name in ("qrels.txt", "run.txt"):
+        path = tmp_path / name
+        path.write_bytes(b"\xef\xbb\xbf" + (EXAMPLES / name).read_bytes())
+        paths.append(str(path))
+    code_bom, out, _ = run_cli(capsys, *paths, "--per-query")
+    assert code == code_bom == 0 and out == expected

@@ -17,7 +17,7 @@ from tests.support.streams import impression, label, submit_all
 
 
 def scored_pipeline(rankers: int = 1) -> MemoryPipeline:
-    pipeline = MemoryPipeline(StreamConfig(join_window=100, min_coverage=0.5), FOUR_LEVEL_SCALE)
+    pipeline = MemoryPipeline(StreamConfig(join_window=100, min_coverage=0.5), FOUR_LEVEL_SCALE, clock=lambda: None)
     events = []
     for i in range(12):
         sid = f"session-{i}"
@@ -59,7 +59,7 @@ def test_gauges_equal_the_core_summaries() -> None:
 
 
 def test_no_data_is_left_out_not_zero() -> None:
-    pipeline = MemoryPipeline(StreamConfig(), FOUR_LEVEL_SCALE)
+    pipeline = MemoryPipeline(StreamConfig(), FOUR_LEVEL_SCALE, clock=lambda: None)
     registry = registry_for(pipeline)
     text = generate_latest(registry).decode()
     assert "search_relevance_dcg{" not in text
@@ -94,7 +94,7 @@ def test_cap_values_and_group_labels() -> None:
 
 
 def test_infinite_pnr_is_exported_as_inf() -> None:
-    pipeline = MemoryPipeline(StreamConfig(), FOUR_LEVEL_SCALE)
+    pipeline = MemoryPipeline(StreamConfig(), FOUR_LEVEL_SCALE, clock=lambda: None)
     submit_all(pipeline, [("impressions", b"s", impression("s", 5.0, ["a", "b"])),
                           ("annotations", b"s", label("s", "a", 3)), ("annotations", b"s", label("s", "b", 1))])
     value = registry_for(pipeline).get_sample_value(

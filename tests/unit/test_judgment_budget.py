@@ -41,7 +41,7 @@ def query_labels(query: str, grades: dict[str, int]) -> bytes:
 @pytest.mark.parametrize("unit", ["sessions", "judgments"])
 def test_a_request_lists_only_the_unjudged_top_k_and_counts_the_judged(unit: str) -> None:
     config = StreamConfig(k={"head": 40, "torso": 20, "tail": 4}, budget=UNLIMITED, budget_unit=unit)
-    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=2)
+    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=2, clock=lambda: None)
     submit_all(pipeline, [
         ("annotations", b"q", query_labels("q", {"a": 3, "c": 0, "x": 2})),  # x: a judged doc not shown
         ("annotations", b"s1", label("s1", "d", 1)),                         # s1's own, before its impression
@@ -58,7 +58,7 @@ def test_a_request_lists_only_the_unjudged_top_k_and_counts_the_judged(unit: str
 
 
 def test_a_request_in_rank_order_and_a_session_with_nothing_judged_asks_for_its_whole_top_k() -> None:
-    pipeline = MemoryPipeline(StreamConfig(budget=UNLIMITED), FOUR_LEVEL_SCALE)
+    pipeline = MemoryPipeline(StreamConfig(budget=UNLIMITED), FOUR_LEVEL_SCALE, clock=lambda: None)
     docs = [f"d{i}" for i in range(30)]
     pipeline.submit("annotations", b"s1", label("s1", "d3", 2))
     pipeline.submit("impressions", b"s1", impression("s1", 1000, docs, bucket="torso"))
@@ -73,7 +73,7 @@ def test_a_request_in_rank_order_and_a_session_with_nothing_judged_asks_for_its_
 def test_a_fully_judged_session_is_scored_without_a_request(unit: str, source: str) -> None:
     config = StreamConfig(budget={"head": 0, "torso": 0, "tail": 50} if unit == "judgments" else UNLIMITED,
                           budget_unit=unit)
-    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE)
+    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, clock=lambda: None)
     events = []
     if source in ("query", "both"):
         events.append(("annotations", b"q", query_labels("q", {"a": 3, "b": 1} if source == "query" else {"a": 3})))
@@ -94,7 +94,7 @@ def test_a_fully_judged_session_is_scored_without_a_request(unit: str, source: s
 
 def test_judgments_received_count_first_grades_of_requested_documents_only() -> None:
     config = StreamConfig(join_window=100, budget=UNLIMITED)
-    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE)
+    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, clock=lambda: None)
     group = "tail|r1|control"
     submit_all(pipeline, [
         ("annotations", b"q", query_labels("q", {"a": 3})),
@@ -114,7 +114,7 @@ def test_judgments_received_count_first_grades_of_requested_documents_only() -> 
 
 
 def test_judgment_counters_are_exported_per_bucket_ranker_and_variant() -> None:
-    pipeline = MemoryPipeline(StreamConfig(budget=UNLIMITED), FOUR_LEVEL_SCALE)
+    pipeline = MemoryPipeline(StreamConfig(budget=UNLIMITED), FOUR_LEVEL_SCALE, clock=lambda: None)
     submit_all(pipeline, [
         ("impressions", b"s1", impression("s1", 1000, ["a", "b", "c"], bucket="head", variant="canary")),
         ("annotations", b"s1", label("s1", "a", 3)),
@@ -188,7 +188,7 @@ def test_a_judgments_budget_spends_its_share_per_bucket_period_and_partition(par
     budget = {"head": 600.0, "torso": 0.0, "tail": 250.0}
     config = StreamConfig(budget=budget, budget_unit="judgments", budget_period=3600)
     events, sessions = stream_of_costs(7, 1500, partitions)
-    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=partitions, prune_every=10**9)  # keep every period
+    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=partitions, prune_every=10**9, clock=lambda: None)  # keep every period
     for topic, key, value in events:
         pipeline.submit(topic, key, value)
 
@@ -229,7 +229,7 @@ def test_the_sessions_budget_is_unchanged_by_what_is_judged() -> None:
     """Sessions mode keeps today's rule: a session costs one, whatever it asks for."""
     config = StreamConfig(budget={"head": 0, "torso": 0, "tail": 4})
     events, sessions = stream_of_costs(3, 60, 1)
-    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE)
+    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, clock=lambda: None)
     for topic, key, value in events:
         pipeline.submit(topic, key, value)
     tails = [s for s in sessions if s["bucket"] == "tail"]
@@ -279,7 +279,7 @@ def test_two_rankers_one_showing_judged_documents_are_sampled_at_equal_rates() -
     sessions of each period are the first ones, whatever their arm), while a sampler that let sessions in
     by their cost would take nearly all of the cheap ranker's and few of the other's."""
     config = StreamConfig(budget={"head": 2000, "torso": 0, "tail": 0}, budget_unit="judgments")
-    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE)
+    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, clock=lambda: None)
     pipeline.submit("annotations", b"q", query_labels("q", {f"judged-{j}": 2 for j in range(20)}))
     rng = random.Random(4)
     arms: dict[str, str] = {}

@@ -59,11 +59,11 @@ def test_shared_grades_give_the_brute_force_numbers_in_any_interleaving(seed: in
     requested = []
     for order in range(4):
         shuffled = interleave(events, random.Random(100 * seed + order)) if order else list(events)
-        pipeline = MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE, partitions=1 + order % 3)
+        pipeline = MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE, partitions=1 + order % 3, clock=lambda: None)
         submit_all(pipeline, shuffled)
         assert_equals_brute_force(pipeline, expected)
         requested.append(sum(v for c, v in pipeline.counters.items() if c.name == "judgments_requested"))
-    alone = MemoryPipeline(dataclasses.replace(CONFIG, share_session_grades=False), FOUR_LEVEL_SCALE)
+    alone = MemoryPipeline(dataclasses.replace(CONFIG, share_session_grades=False), FOUR_LEVEL_SCALE, clock=lambda: None)
     submit_all(alone, events)
     asked_alone = sum(v for c, v in alone.counters.items() if c.name == "judgments_requested")
     assert requested[0] < 0.6 * asked_alone  # in stream order, most of a query's documents were graded
@@ -73,14 +73,14 @@ def test_without_sharing_session_grades_stay_with_their_session() -> None:
     config = dataclasses.replace(CONFIG, share_session_grades=False)
     events, truth = shared_stream(7)
     for order in range(2):
-        pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=1 + order)
+        pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=1 + order, clock=lambda: None)
         submit_all(pipeline, interleave(events, random.Random(order)) if order else events)
         assert_equals_brute_force(pipeline, brute_force(truth, config))
         assert pipeline.shared == {}
 
 
 def test_a_new_session_starts_with_its_querys_grades_and_asks_only_for_the_rest() -> None:
-    pipeline = MemoryPipeline(StreamConfig(k={"head": 40, "torso": 20, "tail": 3}, budget=UNLIMITED), FOUR_LEVEL_SCALE)
+    pipeline = MemoryPipeline(StreamConfig(k={"head": 40, "torso": 20, "tail": 3}, budget=UNLIMITED), FOUR_LEVEL_SCALE, clock=lambda: None)
     submit_all(pipeline, [
         ("impressions", b"s1", impression("s1", 1000, ["a", "b", "c"], query="q")),
         ("annotations", b"s1", label("s1", "a", 3)),
@@ -97,7 +97,7 @@ def test_a_new_session_starts_with_its_querys_grades_and_asks_only_for_the_rest(
 
 
 def test_a_correction_by_the_first_grader_reaches_a_session_already_scored() -> None:
-    pipeline = MemoryPipeline(StreamConfig(join_window=100, min_coverage=0.5, budget=UNLIMITED), FOUR_LEVEL_SCALE)
+    pipeline = MemoryPipeline(StreamConfig(join_window=100, min_coverage=0.5, budget=UNLIMITED), FOUR_LEVEL_SCALE, clock=lambda: None)
     submit_all(pipeline, [
         ("impressions", b"s1", impression("s1", 1000, ["a"], query="q")),
         ("annotations", b"s1", label("s1", "a", 3)),
@@ -115,7 +115,7 @@ def test_the_earliest_graders_grade_wins_whatever_order_the_grades_come_in(order
     """s1 (shown first) grades a 高, s2 grades it 无: s3 takes 高 either way; each keeps its own."""
     grades = [("annotations", b"s1", label("s1", "a", 3)), ("annotations", b"s2", label("s2", "a", 0))]
     pipeline = MemoryPipeline(StreamConfig(join_window=100, min_coverage=0.5, budget=UNLIMITED), FOUR_LEVEL_SCALE,
-                              partitions=3)
+                              partitions=3, clock=lambda: None)
     submit_all(pipeline, [
         ("impressions", b"s3", impression("s3", 1020, ["a"], query="q")),
         ("impressions", b"s2", impression("s2", 1010, ["a"], query="q")),
@@ -127,7 +127,7 @@ def test_the_earliest_graders_grade_wins_whatever_order_the_grades_come_in(order
 
 
 def test_own_grade_over_query_judgment_over_shared_grade() -> None:
-    pipeline = MemoryPipeline(StreamConfig(join_window=100, min_coverage=0.5, budget=UNLIMITED), FOUR_LEVEL_SCALE)
+    pipeline = MemoryPipeline(StreamConfig(join_window=100, min_coverage=0.5, budget=UNLIMITED), FOUR_LEVEL_SCALE, clock=lambda: None)
     submit_all(pipeline, [
         ("impressions", b"s1", impression("s1", 1000, ["a", "b", "c"], query="q")),
         ("annotations", b"s1", label("s1", "a", 0)),
@@ -180,7 +180,7 @@ def test_share_session_grades_is_validated() -> None:
 
 def test_shared_grades_are_forgotten_after_state_ttl() -> None:
     config = StreamConfig(join_window=100, state_ttl=1000, min_coverage=0.5, budget=UNLIMITED)
-    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, prune_every=1)
+    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, prune_every=1, clock=lambda: None)
     submit_all(pipeline, [
         ("impressions", b"s1", impression("s1", 1000, ["a"], query="q")),
         ("annotations", b"s1", label("s1", "a", 3)),

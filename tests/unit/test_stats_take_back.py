@@ -187,7 +187,7 @@ def test_a_rescored_session_shows_its_old_contribution_in_removed(monkeypatch: p
         return transitions[-1]
 
     monkeypatch.setattr(memory, "step", recording_step)
-    pipeline = MemoryPipeline(StreamConfig(), FOUR_LEVEL_SCALE)
+    pipeline = MemoryPipeline(StreamConfig(), FOUR_LEVEL_SCALE, clock=lambda: None)
     results = [{"doc_id": d, "position": i + 1, "score": 10.0 - i} for i, d in enumerate("abc")]
     impression = {"type": "impression", "session_id": "s", "query": "q", "query_bucket": "tail",
                   "ranker": "r1", "variant": "control", "ts": 100.0, "results": results}

@@ -44,7 +44,7 @@ def test_sketch_never_underestimates_and_classifies() -> None:
 
 
 def test_early_labels_close_late_labels_and_corrections() -> None:
-    pipeline = MemoryPipeline(StreamConfig(join_window=100, min_coverage=0.5), FOUR_LEVEL_SCALE)
+    pipeline = MemoryPipeline(StreamConfig(join_window=100, min_coverage=0.5), FOUR_LEVEL_SCALE, clock=lambda: None)
     submit_all(pipeline, [
         ("annotations", b"s1", label("s1", "a", 3)),            # before its impression
         ("impressions", b"s1", impression("s1", 1000, ["a", "b"])),
@@ -69,7 +69,7 @@ def test_early_labels_close_late_labels_and_corrections() -> None:
 
 
 def test_invalid_events_become_dead_letters_with_codes() -> None:
-    pipeline = MemoryPipeline(StreamConfig(), FOUR_LEVEL_SCALE)
+    pipeline = MemoryPipeline(StreamConfig(), FOUR_LEVEL_SCALE, clock=lambda: None)
     bad = [b"{not json", b"\xff\xfe", b'{"type": "impression", "schema": 7}',
            b'{"type": "annotation", "session_id": "s", "doc_id": "a", "grade": "great"}', b"[]",
            label("s", "a", 2)]
@@ -118,7 +118,7 @@ def test_any_interleaving_gives_the_offline_recomputation(seed: int) -> None:
     results = []
     for order in range(3):
         shuffled = interleave(events, random.Random(order)) if order else list(events)
-        pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=1 + order)
+        pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=1 + order, clock=lambda: None)
         submit_all(pipeline, shuffled)
         results.append(pipeline.windows())
     for got in results:
@@ -134,7 +134,7 @@ def test_any_interleaving_gives_the_offline_recomputation(seed: int) -> None:
 
 def test_sampling_keeps_to_the_budget_per_bucket() -> None:
     config = StreamConfig(budget={"head": 5, "torso": 0, "tail": 2}, budget_period=3600)
-    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE)
+    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, clock=lambda: None)
     for i in range(30):
         bucket = ["head", "torso", "tail"][i % 3]
         pipeline.submit("impressions", b"k", impression(f"s{i}", 100.0 + i, ["a"], bucket))
@@ -146,7 +146,7 @@ def test_sampling_keeps_to_the_budget_per_bucket() -> None:
 
 def test_bucket_is_estimated_from_the_stream_when_missing() -> None:
     config = StreamConfig(head_min_frequency=20, torso_min_frequency=5)
-    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE)
+    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, clock=lambda: None)
     for i in range(40):
         pipeline.submit("impressions", b"k", impression(f"h{i}", 100.0 + i, ["a"], None, query="popular"))
     pipeline.submit("impressions", b"k", impression("rare", 200.0, ["a"], None, query="rare query"))
@@ -164,7 +164,7 @@ def test_a_sessions_own_label_wins_over_its_querys_in_any_order(order: str) -> N
     """Confluence: the final grade is the session's own, whichever arrives first (a query's judgment
     reaches the session through a fan-out that, in the worker, may come after the session's label)."""
     session, query = ("annotations", b"s1", label("s1", "a", 3)), ("annotations", b"q", query_label("q", "a", 1))
-    pipeline = MemoryPipeline(StreamConfig(join_window=100, min_coverage=0.5), FOUR_LEVEL_SCALE)
+    pipeline = MemoryPipeline(StreamConfig(join_window=100, min_coverage=0.5), FOUR_LEVEL_SCALE, clock=lambda: None)
     events = [("impressions", b"s1", impression("s1", 1000, ["a", "b"], query="q")),
               *([query, session] if order == "query first" else [session, query]),
               ("annotations", b"s1", label("s1", "b", 0))]
@@ -174,7 +174,7 @@ def test_a_sessions_own_label_wins_over_its_querys_in_any_order(order: str) -> N
 
 
 def test_a_query_level_correction_reaches_a_session_already_scored() -> None:
-    pipeline = MemoryPipeline(StreamConfig(join_window=100, min_coverage=0.5), FOUR_LEVEL_SCALE)
+    pipeline = MemoryPipeline(StreamConfig(join_window=100, min_coverage=0.5), FOUR_LEVEL_SCALE, clock=lambda: None)
     submit_all(pipeline, [
         ("annotations", b"q", query_label("q", "a", 3)),
         ("impressions", b"s1", impression("s1", 1000, ["a"], query="q")),  # complete at once: scored
@@ -191,8 +191,8 @@ def test_in_process_state_stays_bounded_and_pruning_changes_no_number() -> None:
     windows are those of a pipeline that never prunes."""
     config = StreamConfig(join_window=300, state_ttl=1800, min_coverage=0.5,
                           windows={"15m": 900, "1h": 3600}, budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
-    pruned = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=2, keep=50, prune_every=100)
-    kept = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=2, prune_every=10**9)
+    pruned = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=2, keep=50, prune_every=100, clock=lambda: None)
+    kept = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=2, prune_every=10**9, clock=lambda: None)
     sizes = []
     for i in range(4000):  # 40 s apart: 44 hours, 24 times state_ttl
         sid, ts = f"s{i}", 1000.0 + 40 * i
@@ -212,7 +212,7 @@ def test_in_process_state_stays_bounded_and_pruning_changes_no_number() -> None:
 
 
 def test_deeply_nested_json_is_a_dead_letter_not_a_crash() -> None:
-    pipeline = MemoryPipeline(StreamConfig(), FOUR_LEVEL_SCALE)
+    pipeline = MemoryPipeline(StreamConfig(), FOUR_LEVEL_SCALE, clock=lambda: None)
     pipeline.submit("impressions", b"k", b"[" * 30000 + b"]" * 30000)
     assert [(d.code, d.reason) for d in pipeline.dead_letters] == [("invalid_json", "invalid JSON: nested too deeply")]
 
@@ -224,7 +224,7 @@ def test_labels_that_come_before_any_impression_are_kept_until_their_sessions_co
     first prune dropped them)."""
     config = StreamConfig(join_window=300, state_ttl=3600, min_coverage=0.5,
                           budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
-    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, prune_every=100)
+    pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, prune_every=100, clock=lambda: None)
     pipeline.submit("annotations", b"judged", query_label("judged query", "j-a", 3))
     pipeline.submit("annotations", b"early", label("early", "e-a", 2))
     for i in range(550):

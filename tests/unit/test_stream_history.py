@@ -36,7 +36,7 @@ def test_history_settings_are_validated() -> None:
 
 
 def test_epochs_sum_to_the_totals_and_are_forgotten_after_history() -> None:
-    pipeline = MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE, prune_every=10)
+    pipeline = MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE, prune_every=10, clock=lambda: None)
     for i in range(60):  # one session a minute for an hour: six epochs
         labelled(pipeline, f"s{i}", 60.0 * i, "r1", "control", i % 4)
     pipeline.advance(3600.0)
@@ -61,7 +61,7 @@ def test_epochs_sum_to_the_totals_and_are_forgotten_after_history() -> None:
 def test_a_canary_started_late_is_compared_with_the_control_of_its_period() -> None:
     """The control served an hour alone with a high DCG; the canary starts later, equal to the control
     of its own period: the verdict sees only that period (and the whole-stream totals would differ)."""
-    pipeline = MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE)
+    pipeline = MemoryPipeline(CONFIG, FOUR_LEVEL_SCALE, clock=lambda: None)
     for i in range(60):
         labelled(pipeline, f"early{i}", 60.0 * i, "old", "control", 3)
     for i in range(60):

@@ -1,11 +1,12 @@
 """Which events the join admits: the checks that make a valid event a dead letter before the step (a
-clock too far ahead or an impression too far behind its partition: ``ts_out_of_range``; with
+time before 2000-01-01 or too far ahead of the wall clock, for every event with a ``ts``, or an
+impression too far behind its partition: ``ts_out_of_range``; with
 ``undeclared = "dead_letter"`` a variant or ranker the settings do not declare), and :func:`undeclared`,
 which the step also uses to count such impressions under ``other``; :func:`declared_shadow`, an
 impression without its shadow lists of undeclared rankers (dropped and counted, never a dead letter).
 
 :func:`admit` is the whole check of a raw message up to the step, in the order both stores apply it
-(decode, topic, undeclared, future); :func:`past_error` needs the partition's watermark, so each store
+(decode, topic, undeclared, clock); :func:`past_error` needs the partition's watermark, so each store
 applies it where it knows that (the Redis batch after its read of the partition)."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from functools import lru_cache
 import msgspec
 
 from monitor.core.decoding import decode_event
-from monitor.core.events import DEFAULT_LIMITS, Deploy, Event, EventError, Impression, Limits, expect_topic
+from monitor.core.events import DEFAULT_LIMITS, Event, EventError, Impression, Limits, expect_topic
 from monitor.core.grades import Scale
 from monitor.core.stream.config import StreamConfig
 
@@ -27,23 +28,46 @@ def admit(raw: bytes, topic: str | None, scale: Scale, config: StreamConfig, now
     """The event of the raw message ``raw`` read from ``topic`` (its role: ``impressions``,
     ``annotations`` or ``deploys``; None: any), or :class:`EventError` (a dead letter with its code,
     field and reason): not a valid event, an event of another topic, an undeclared variant or ranker
-    (:func:`undeclared_error`), a clock too far ahead of ``now`` (:func:`future_error`)."""
+    (:func:`undeclared_error`), a time before 2000-01-01 or too far ahead of ``now`` (:func:`clock_error`)."""
     event = decode_event(raw, scale, limits)
     if topic is not None:
         expect_topic(event, topic)
-    error = undeclared_error(event, config) or future_error(event, now, config)
+    error = undeclared_error(event, config) or clock_error(event, now, config)
     if error is not None:
         raise error
     return event
 
 
-def future_error(event: Event, now: float | None, config: StreamConfig) -> EventError | None:
-    """An impression or deploy more than ``max_future`` ahead of the wall clock ``now`` (None: no clock,
-    no check) is a dead letter ``ts_out_of_range``: one event with a wrong clock would otherwise move its
-    partition's watermark past every deadline and window (or start a deploy's period in the future)."""
-    if now is None or not isinstance(event, Impression | Deploy) or event.ts <= now + config.max_future:
+EARLIEST_TS = 946684800.0  # 2000-01-01T00:00:00Z: the earliest event time the clock rules accept
+
+
+def clock_error(event: Event, now: float | None, config: StreamConfig) -> EventError | None:
+    """The clock rules of an event with a time (an impression, a deploy, an annotation that has a ``ts``),
+    checked against the wall clock ``now`` (None: no clock, no check): dated before 2000-01-01
+    (:data:`EARLIEST_TS`) or more than ``max_future`` ahead of ``now``, it is a dead letter
+    ``ts_out_of_range``. One wrong clock would otherwise move its partition's watermark past every
+    deadline and window, start a deploy's period in the future, pin a grade that no later correction
+    could replace (the latest ``ts`` wins), or start a stream's event time in year 1.
+
+    >>> from monitor.core.events import Annotation, Deploy
+    >>> clock_error(Deploy("deploy", "r", 0.0), 1.8e9, StreamConfig()).code
+    'ts_out_of_range'
+    >>> clock_error(Annotation((), "s", None, 1.9e9), 1.8e9, StreamConfig()).reason
+    'out of range: 100000000 s ahead of the wall clock (max_future is 86400 s)'
+    >>> clock_error(Annotation((), "s", None, None), 1.8e9, StreamConfig()) is None
+    True
+    """
+    ts = event.ts
+    if now is None or ts is None:
         return None
-    return EventError("ts", f"out of range: {event.ts - now:.0f} s ahead of the wall clock "
+    if ts < EARLIEST_TS:
+        return EventError("ts", f"out of range: {ts:.0f} is before 2000-01-01 (epoch seconds "
+                                f"{EARLIEST_TS:.0f}, the earliest event time accepted)", "ts_out_of_range")
+    if ts <= now + config.max_future:
+        return None
+    ahead = ts - now
+    shown = f"{ahead:.0f}" if ahead < 1e12 else f"{ahead:.3g}"
+    return EventError("ts", f"out of range: {shown} s ahead of the wall clock "
                             f"(max_future is {config.max_future:g} s)", "ts_out_of_range")
 
 
@@ -71,6 +95,20 @@ def undeclared(event: Impression, config: StreamConfig) -> tuple[str, str] | Non
     if pattern is not None and ranker_regex(pattern).fullmatch(event.ranker) is None:
         return "ranker", pattern
     return None
+
+
+def undeclared_value(event: Impression, config: StreamConfig) -> tuple[str, str] | None:
+    """Which part of an impression is not declared, and its value: ``("variant", "exp-7")``,
+    ``("ranker", "build-7f3a")`` (:func:`undeclared`), for a summary or a log line that names it; None
+    if both are declared.
+
+    >>> undeclared_value(Impression("s", "q", "r1", 0.0, (), variant="exp-7"), StreamConfig())
+    ('variant', 'exp-7')
+    """
+    found = undeclared(event, config)
+    if found is None:
+        return None
+    return (found[0], event.variant or "control") if found[0] == "variant" else (found[0], event.ranker)
 
 
 def declared_shadow(event: Event, config: StreamConfig) -> tuple[Event, int]:
