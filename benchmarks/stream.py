@@ -7,17 +7,18 @@
    ``--repeats``; the CPU per message of the worker (by stage), Redis and the broker; and
    ``monitor worker --processes N`` for N in 1, 2, 4.
 2. Annotation-to-gauge latency, in the realistic world. Probes, one at a time: a session of a dedicated
-   group (bucket tail, ranker and variant ``probe``, queries with a query-level judgment so that a probe is
-   sampled whatever the budget spent), its impression, and once that is applied, one annotation grading its
-   whole top 20. The latency is from producing that annotation to the partition's ``tail|probe|probe|scored``
-   counter in Redis going up by one, polled every 2 ms: the moment the shared state includes the session.
-   ``search_relevance_scored_total`` and the gauges include it at the exporter's next rollup, up to
-   ``rollup_interval`` (5 s) plus its computation later (docs/worker.md, "The exporter and the rollup").
-   A fresh worker on empty topics is probed idle first, then, once caught up, while realistic traffic
-   flows at a quarter of the rate measured in 1 (the realistic world, applied), then another fresh worker
-   at half that rate, the goal's load (p99 < 1 s). The traffic's event time is moved by whole days
-   to the wall clock (budget periods and sketch slices stay aligned, so the labels go to exactly the
-   sessions the worker samples) and the probes take the traffic's event time.
+   group (bucket tail, ranker and variant ``probe``; since issue 29 a probe counts in its partition's tail
+   budget like any session, so one that comes after the period's share is spent is not sampled and is
+   counted lost: this part was not re-run since), its impression, and once that is applied, one annotation
+   grading its whole top 20. The latency is from producing that annotation to the partition's
+   ``tail|probe|probe|scored`` counter in Redis going up by one, polled every 2 ms: the moment the shared
+   state includes the session. ``search_relevance_scored_total`` and the gauges include it at the exporter's
+   next rollup, up to ``rollup_interval`` (5 s) plus its computation later (docs/worker.md, "The exporter
+   and the rollup"). A fresh worker on empty topics is probed idle first, then, once caught up, while
+   realistic traffic flows at a quarter of the rate measured in 1 (the realistic world, applied), then
+   another fresh worker at half that rate, the goal's load (p99 < 1 s). The traffic's event time is moved by
+   whole days to the wall clock (budget periods and sketch slices stay aligned, so the labels go to exactly
+   the sessions the worker samples) and the probes take the traffic's event time.
 3. Memory, in the realistic world: a fresh worker with the realistic budget (``--sampled-share``) while
    simulated traffic flows (paced at 1.5 × the rate of 1, until ``--memory-events`` messages are applied or
    the time is up): 10 sessions per second of event time, every query with its bucket, labels only for the
@@ -174,8 +175,9 @@ class Probes:
 
 
 async def judge_probe_queries(group: Group) -> None:
-    """A query-level judgment for each probe query (of a document no probe shows): a judged query's
-    sessions are sampled outside the budget, so every probe is, whatever the traffic spent."""
+    """A query-level judgment for each probe query (of a document no probe shows). (Before issue 29 a judged
+    query's sessions were sampled outside the budget; now a probe is sampled only while its partition's
+    tail share of the period is not spent.)"""
     producer = AIOKafkaProducer(bootstrap_servers=group.stream.bootstrap, acks="all", enable_idempotence=True)
     await producer.start()
     try:
