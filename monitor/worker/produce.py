@@ -4,6 +4,11 @@ The traffic generator of the compose stack and of the end-to-end tests and bench
 labels (late, duplicated, corrected, query-level, missing), deploys and, with ``--invalid-rate``, invalid
 events, each keyed as docs/events.md says. Topic names, the bootstrap address and the Kafka security
 settings (SASL, TLS) come from the same settings as the worker (``MONITOR_*``), or the options.
+
+Session ids name the run: ``s<seed>-<start in ms>-<n>``, so runs with another seed or start (the default
+start is now) never share a session. ``--write-events FILE`` also writes each event sent, in the order sent,
+as one line of a JSONL file (its value's bytes, invalid ones too): the input of ``monitor replay``, which
+with ``--partitions`` set to the topics' partition count gives the worker's numbers for the same events.
 """
 
 from __future__ import annotations
@@ -13,8 +18,10 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
+from pathlib import Path
+from typing import BinaryIO
 
 from monitor.sim import SimConfig, generate
 from monitor.sim.records import SimEvent
@@ -38,7 +45,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--start", default="now",
                         help="event time of the first session: 'now' or Unix seconds (default now)")
     parser.add_argument("--forever", action="store_true", help="run after run (new seed, later times)")
+    parser.add_argument("--write-events", type=Path, metavar="FILE",
+                        help="also write each event sent to FILE as JSONL, in the order sent (input of "
+                             "monitor replay --partitions N, N the topics' partition count)")
     return parser
+
+
+def run_config(config: SimConfig, run: int) -> SimConfig:
+    """The ``run``-th run of ``config`` (``--forever``: the next seed, the next span of event time), its
+    session ids named by its seed and start (``s<seed>-<start in ms>``), so two runs never share one."""
+    seed, start = config.seed + run, config.start_ts + run * config.duration_s
+    return replace(config, seed=seed, start_ts=start, id_prefix=f"s{seed}-{start * 1000:.0f}")
+
+
+def written(events: Iterable[SimEvent], out: BinaryIO | None) -> Iterator[SimEvent]:
+    """``events``, each written to ``out`` first as one line (its value) when given; a value with a line
+    break inside cannot be one line and is refused (the simulator makes none)."""
+    for event in events:
+        if out is not None:
+            if b"\n" in event.value or b"\r" in event.value:
+                raise ValueError(f"an event value with a line break cannot be one line: {event.value[:80]!r}")
+            out.write(event.value + b"\n")
+        yield event
 
 
 async def produce(bootstrap: str, topics: dict[str, str], events: Iterable[SimEvent],
@@ -94,12 +122,23 @@ def main(argv: Sequence[str]) -> int:
                                   settings.replication_factor, security=settings.kafka_security()))
     except SettingsError as error:
         return refused("monitor produce", error)
-    run = 0
-    while True:
-        this = replace(config, seed=config.seed + run, start_ts=config.start_ts + run * config.duration_s,
-                       id_prefix=f"r{run}-")
-        sent = asyncio.run(produce(bootstrap, names, generate(this), args.rate, settings.kafka_security()))
-        sys.stderr.write(f"monitor produce: run {run}: {sent} messages to {bootstrap}\n")
-        run += 1
-        if not args.forever:
-            return 0
+    try:
+        out = None if args.write_events is None else args.write_events.open("wb")
+    except OSError as error:
+        return refused("monitor produce", ValueError(f"--write-events: cannot write {args.write_events}: "
+                                                     f"{error.strerror or error}"))
+    try:
+        run = 0
+        while True:
+            events = written(generate(run_config(config, run)), out)
+            sent = asyncio.run(produce(bootstrap, names, events, args.rate, settings.kafka_security()))
+            if out is not None:
+                out.flush()
+            sys.stderr.write(f"monitor produce: run {run}: {sent} messages to {bootstrap}"
+                             + (f" (and to {args.write_events})" if out is not None else "") + "\n")
+            run += 1
+            if not args.forever:
+                return 0
+    finally:
+        if out is not None:
+            out.close()
