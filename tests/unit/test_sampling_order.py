@@ -179,3 +179,58 @@ def test_produce_writes_each_event_it_sends_in_order(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="line break"):
         list(written([SimEvent("impressions", b"k", b'{"a":\n1}', 0.0)], io.BytesIO()))
     assert build_parser().parse_args(["--write-events", str(path)]).write_events == path
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_what_a_batch_samples_is_what_may_sample_allowed_at_its_start(seed: int) -> None:
+    """The Redis writer reads a query's judgments only for the queries :func:`candidates` gives (from
+    ``may_sample`` at the batch's start); every impression the batch's steps sample must be among them,
+    whatever the spend, the buckets (carried or estimated), query judgments and undeclared variants."""
+    from monitor.core.events import Annotation, Event, Impression, Label, Result
+    from monitor.core.stream.counters import Counter
+    from monitor.core.stream.held_grades import Labels
+    from monitor.core.stream.join import step
+    from monitor.core.stream.sampling import budget_period, may_sample
+    from monitor.core.stream.session import query_key
+    from monitor.store.partition_state import PartitionState
+    from monitor.store.prefetch import candidates
+
+    rng = random.Random(seed)
+    unit = rng.choice(["sessions", "judgments"])
+    config = StreamConfig(budget={b: float(rng.choice([0, 2, 6, 40])) for b in ("head", "torso", "tail")},
+                          budget_unit=unit, budget_period=600.0, head_min_frequency=8.0, torso_min_frequency=3.0)
+    state = PartitionState()
+    for bucket in ("head", "torso", "tail"):  # what earlier batches spent in this batch's periods
+        for period in (16, 17):
+            state.budget[(bucket, period)] = float(rng.randint(0, 10))
+    events: list[Event] = []
+    for i in range(300):
+        ts = 10_000.0 + i * 3.0  # two budget periods (16 and 17)
+        query = f"q{rng.randrange(12)}"
+        if rng.random() < 0.1:
+            events.append(Annotation((Label("d1", FOUR_LEVEL_SCALE.parse(2)),), query=query))
+            continue
+        events.append(Impression(f"s{i}", query, rng.choice(["r1", "r2"]), ts,
+                                 tuple(Result(f"d{j}", j + 1) for j in range(rng.randint(1, 6))),
+                                 variant=rng.choice([None, "canary", "other-arm"]),
+                                 query_bucket=rng.choice([None, "head", "torso", "tail"])))
+    start = dict(state.budget)
+    allowed = candidates(events, start, config, PARTITIONS)
+    query_labels: dict[str, Labels] = {}
+    sampled = 0
+    for event in events:
+        transition = step(event, state.load(event, query_labels, config, {}, {}), config, FOUR_LEVEL_SCALE,
+                          PARTITIONS)
+        state.apply(transition)
+        if transition.query_labels is not None:
+            key, labels = transition.query_labels
+            query_labels[key] = {**query_labels.get(key, {}), **labels}
+        if any(c.name == "sampled" for c, _ in transition.counters):
+            assert isinstance(event, Impression)
+            sampled += 1
+            period = budget_period(event.ts, config)
+            spent = {b: start.get((b, period), 0.0) for b in config.budget}
+            assert may_sample(event, spent, config, PARTITIONS) and query_key(event.query) in allowed
+            assert Counter("sampled", f"{transition.records[0].bucket}|{event.ranker}|"
+                                      f"{event.variant or 'control'}") in dict(transition.counters)
+    assert sampled > 0  # (seeds 1, 2, 13 and 15 also leave queries out of the candidates)
