@@ -18,10 +18,8 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from pathlib import Path
-from typing import BinaryIO
 
 from monitor.sim import SimConfig, generate
 from monitor.sim.records import SimEvent
@@ -45,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--start", default="now",
                         help="event time of the first session: 'now' or Unix seconds (default now)")
     parser.add_argument("--forever", action="store_true", help="run after run (new seed, later times)")
-    parser.add_argument("--write-events", type=Path, metavar="FILE",
+    parser.add_argument("--write-events", metavar="FILE",
                         help="also write each event sent to FILE as JSONL, in the order sent (input of "
                              "monitor replay --partitions N, N the topics' partition count)")
     return parser
@@ -58,15 +56,13 @@ def run_config(config: SimConfig, run: int) -> SimConfig:
     return replace(config, seed=seed, start_ts=start, id_prefix=f"s{seed}-{start * 1000:.0f}")
 
 
-def written(events: Iterable[SimEvent], out: BinaryIO | None) -> Iterator[SimEvent]:
-    """``events``, each written to ``out`` first as one line (its value) when given; a value with a line
-    break inside cannot be one line and is refused (the simulator makes none)."""
-    for event in events:
-        if out is not None:
-            if b"\n" in event.value or b"\r" in event.value:
-                raise ValueError(f"an event value with a line break cannot be one line: {event.value[:80]!r}")
-            out.write(event.value + b"\n")
-        yield event
+def sent_events(config: SimConfig, path: str | None, append: bool = False) -> Iterable[SimEvent]:
+    """The events of a run, each written to ``path`` (appended to it with ``append``) as it is taken when
+    a path is given; an ``OSError`` when the file cannot be opened."""
+    from monitor.sim.jsonl import write_through
+
+    events = generate(config)
+    return events if path is None else write_through(events, open(path, "ab" if append else "wb"))
 
 
 async def produce(bootstrap: str, topics: dict[str, str], events: Iterable[SimEvent],
@@ -122,23 +118,16 @@ def main(argv: Sequence[str]) -> int:
                                   settings.replication_factor, security=settings.kafka_security()))
     except SettingsError as error:
         return refused("monitor produce", error)
-    try:
-        out = None if args.write_events is None else args.write_events.open("wb")
-    except OSError as error:
-        return refused("monitor produce", ValueError(f"--write-events: cannot write {args.write_events}: "
-                                                     f"{error.strerror or error}"))
-    try:
-        run = 0
-        while True:
-            events = written(generate(run_config(config, run)), out)
-            sent = asyncio.run(produce(bootstrap, names, events, args.rate, settings.kafka_security()))
-            if out is not None:
-                out.flush()
-            sys.stderr.write(f"monitor produce: run {run}: {sent} messages to {bootstrap}"
-                             + (f" (and to {args.write_events})" if out is not None else "") + "\n")
-            run += 1
-            if not args.forever:
-                return 0
-    finally:
-        if out is not None:
-            out.close()
+    run = 0
+    while True:
+        try:
+            events = sent_events(run_config(config, run), args.write_events, append=run > 0)
+        except OSError as error:
+            return refused("monitor produce", ValueError(f"--write-events: cannot write {args.write_events}: "
+                                                         f"{error.strerror or error}"))
+        sent = asyncio.run(produce(bootstrap, names, events, args.rate, settings.kafka_security()))
+        also = f" (and to {args.write_events})" if args.write_events is not None else ""
+        sys.stderr.write(f"monitor produce: run {run}: {sent} messages to {bootstrap}{also}\n")
+        run += 1
+        if not args.forever:
+            return 0

@@ -26,8 +26,9 @@ from monitor.core.stream.snapshot import Snapshot
 from monitor.demo import replay_cli
 from monitor.demo.events_file import read_events
 from monitor.sim import SimConfig, SimEvent, generate
+from monitor.sim.jsonl import write_through
 from monitor.store.memory import MemoryPipeline, partition_of
-from monitor.worker.produce import build_parser, run_config, written
+from monitor.worker.produce import build_parser, run_config, sent_events
 
 PARTITIONS = 4
 # 1,500 sessions in 30 minutes against 120 sessions per bucket per hour: every bucket's share binds
@@ -171,14 +172,17 @@ def test_produce_names_each_runs_sessions_by_its_seed_and_start(tmp_path: Path) 
 def test_produce_writes_each_event_it_sends_in_order(tmp_path: Path) -> None:
     config = run_config(SimConfig(seed=1, n_sessions=50, duration_s=600.0, invalid_rate=0.1), 0)
     path = tmp_path / "sent.jsonl"
-    with path.open("wb") as out:
-        sent = list(written(generate(config), out))
+    sent = list(sent_events(config, str(path)))
     assert path.read_bytes() == b"".join(e.value + b"\n" for e in sent)
     assert any(e.expected_error is not None for e in sent)  # invalid events too: the worker got them
-    assert sent == list(generate(config))
+    assert sent == list(generate(config)) == list(sent_events(config, None))
+    more = list(sent_events(run_config(config, 1), str(path), append=True))  # --forever's next run
+    assert path.read_bytes() == b"".join(e.value + b"\n" for e in sent + more)
     with pytest.raises(ValueError, match="line break"):
-        list(written([SimEvent("impressions", b"k", b'{"a":\n1}', 0.0)], io.BytesIO()))
-    assert build_parser().parse_args(["--write-events", str(path)]).write_events == path
+        list(write_through([SimEvent("impressions", b"k", b'{"a":\n1}', 0.0)], io.BytesIO()))
+    with pytest.raises(OSError):
+        sent_events(config, str(tmp_path / "no-such-folder" / "x.jsonl"))
+    assert build_parser().parse_args(["--write-events", str(path)]).write_events == str(path)
 
 
 @pytest.mark.parametrize("seed", range(16))
