@@ -7,17 +7,20 @@
    ``--repeats``; the CPU per message of the worker (by stage), Redis and the broker; and
    ``monitor worker --processes N`` for N in 1, 2, 4.
 2. Annotation-to-gauge latency, in the realistic world. Probes, one at a time: a session of a dedicated
-   group (bucket tail, ranker and variant ``probe``, queries with a query-level judgment so that a probe is
-   sampled whatever the budget spent), its impression, and once that is applied, one annotation grading its
-   whole top 20. The latency is from producing that annotation to the partition's ``tail|probe|probe|scored``
-   counter in Redis going up by one, polled every 2 ms: the moment the shared state includes the session.
-   ``search_relevance_scored_total`` and the gauges include it at the exporter's next rollup, up to
-   ``rollup_interval`` (5 s) plus its computation later (docs/worker.md, "The exporter and the rollup").
-   A fresh worker on empty topics is probed idle first, then, once caught up, while realistic traffic
-   flows at a quarter of the rate measured in 1 (the realistic world, applied), then another fresh worker
-   at half that rate, the goal's load (p99 < 1 s). The traffic's event time is moved by whole days
-   to the wall clock (budget periods and sketch slices stay aligned, so the labels go to exactly the
-   sessions the worker samples) and the probes take the traffic's event time.
+   group (bucket tail, ranker and variant ``probe``), its impression, and once that is applied, one
+   annotation grading its whole top 20. The latency is from producing that annotation to the partition's
+   ``tail|probe|probe|scored`` counter in Redis going up by one, polled every 2 ms: the moment the shared
+   state includes the session. A probe counts in its partition's tail budget like any session (since issue
+   29 no query is sampled outside the budget): one that comes after the period's share is spent is not
+   sampled, and is skipped (counted, not a latency), and one that is sampled takes the place of a traffic
+   session the labels were predicted for (this part was not re-run since). ``search_relevance_scored_total``
+   and the gauges include it at the exporter's next rollup, up to ``rollup_interval`` (5 s) plus its
+   computation later (docs/worker.md, "The exporter and the rollup"). A fresh worker on empty topics is
+   probed idle first, then, once caught up, while realistic traffic flows at a quarter of the rate measured
+   in 1 (the realistic world, applied), then another fresh worker at half that rate, the goal's load (p99 <
+   1 s). The traffic's event time is moved by whole days to the wall clock (budget periods and sketch slices
+   stay aligned, so the labels go to exactly the sessions the worker samples) and the probes take the
+   traffic's event time.
 3. Memory, in the realistic world: a fresh worker with the realistic budget (``--sampled-share``) while
    simulated traffic flows (paced at 1.5 × the rate of 1, until ``--memory-events`` messages are applied or
    the time is up): 10 sessions per second of event time, every query with its bucket, labels only for the
@@ -171,22 +174,8 @@ class Probes:
     latencies: list[float]
     acks: list[float]
     lost: int
-
-
-async def judge_probe_queries(group: Group) -> None:
-    """A query-level judgment for each probe query (of a document no probe shows): a judged query's
-    sessions are sampled outside the budget, so every probe is, whatever the traffic spent."""
-    producer = AIOKafkaProducer(bootstrap_servers=group.stream.bootstrap, acks="all", enable_idempotence=True)
-    await producer.start()
-    try:
-        for n in range(PROBE_QUERIES):
-            query = f"probe query {n}"
-            value = json.dumps({"type": "annotation", "query": query,
-                                "grades": [{"doc_id": "probe-unshown", "grade": "无"}]}, ensure_ascii=False)
-            await producer.send_and_wait(group.stream.topics["annotations"], value.encode(),
-                                         key=query.encode())
-    finally:
-        await producer.stop()
+    unsampled: int = 0
+    """Probes the budget did not sample (their partition's tail share of the period was spent): skipped."""
 
 
 async def run_probes(group: Group, redis_url: str, until: float, most: int, tag: str,
@@ -206,10 +195,14 @@ async def run_probes(group: Group, redis_url: str, until: float, most: int, tag:
             partition = partition_for(sid.encode(), PARTITIONS)
             impression, labels = probe_events(sid, clock(), rng)
             seen = await counter(redis, group.app_id, partition, "impressions")
+            sampled = await counter(redis, group.app_id, partition, "sampled")
             await producer.send_and_wait(topics["impressions"], impression, key=sid.encode())
             if await wait_counter(redis, group.app_id, partition, "impressions", seen, 30.0) is None:
                 out.lost += 1
                 say(f"  probe {sid}: its impression was not counted within 30 s")
+                continue
+            if await counter(redis, group.app_id, partition, "sampled") <= sampled:
+                out.unsampled += 1  # the tail share of its partition's period is spent: no session to score
                 continue
             scored = await counter(redis, group.app_id, partition, "scored")
             sent = time.perf_counter()
@@ -297,7 +290,6 @@ def part_latency(options: Options, bootstrap: str, redis_url: str, scratch: Path
         stream.send([])
         group = cleanup.group(Group(stream, redis_url, scratch, name, budget_toml(traffic.backlog.stream)))
         worker = group.start()
-        asyncio.run(judge_probe_queries(group))
         if share == 0.25:
             idle = asyncio.run(run_probes(group, redis_url, time.monotonic() + options.idle_s,
                                           options.idle_probes, f"{tag}-idle", traffic.now))
@@ -329,7 +321,8 @@ def part_latency(options: Options, bootstrap: str, redis_url: str, scratch: Path
                       if metric == "search_relevance_scored_total" and dict(labels).get("ranker") == "probe")
         group.stop()
         if not probes.latencies:
-            raise SystemExit(f"no probe was counted ({probes.lost} lost); the worker's log:\n"
+            raise SystemExit(f"no probe was counted ({probes.lost} lost, {probes.unsampled} not sampled); "
+                             f"the worker's log:\n"
                              f"{worker.log.read_text()[-3000:]}")
         p50, p99 = percentile(probes.latencies, 50), percentile(probes.latencies, 99)
         label = "half of" if share == 0.5 else "a quarter of"
@@ -356,7 +349,8 @@ def part_latency(options: Options, bootstrap: str, redis_url: str, scratch: Path
         report.notes.append(
             f"2. at {background:,.0f} msg/s ({config.budget} sessions sampled per "
             f"{config.budget_period:.0f} s): {len(probes.latencies)} probes in {elapsed:.0f} s "
-            f"({probes.lost} lost), max {1000 * max(probes.latencies):.0f} ms; "
+            f"({probes.lost} lost, {probes.unsampled} not sampled), "
+            f"max {1000 * max(probes.latencies):.0f} ms; "
             f"scored_total{{ranker=\"probe\"}} on /metrics: {counted:.0f}.")
 
 

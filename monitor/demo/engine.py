@@ -39,11 +39,15 @@ class Engine:
     """One pipeline, its judge and its recording."""
 
     def __init__(self, judge: Judge, config: StreamConfig, source: Mapping[str, object],
-                 scale: Scale = FOUR_LEVEL_SCALE, sample_every: float = SAMPLE_EVERY) -> None:
+                 scale: Scale = FOUR_LEVEL_SCALE, sample_every: float = SAMPLE_EVERY,
+                 partitions: int = 1) -> None:
+        """``partitions``: how many partitions the pipeline routes events to, by key as Kafka's
+        partitioner does (the worker's topics' count gives the worker's numbers)."""
         if not (math.isfinite(sample_every) and sample_every > 0):
             raise ValueError(f"sample_every must be a positive number of seconds, got {sample_every!r}")
         self.judge, self.sample_every = judge, sample_every
-        self.pipeline = MemoryPipeline(config, scale, keep=10_000)  # bounded for --forever
+        # keep: bounded for --forever
+        self.pipeline = MemoryPipeline(config, scale, partitions=partitions, keep=10_000)
         self.recording = Recording(dict(source), dict(config.k), dict(config.windows))
         self.latest: Snapshot = self.pipeline.snapshot()
         self.verdicts: list[VerdictRow] = []

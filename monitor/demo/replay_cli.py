@@ -9,10 +9,17 @@ JSON lines with the file and line). Sessions still waiting for labels
 at the end of the file are closed (scored if covered enough, else expired).
 
 ``--config FILE`` reads the worker's TOML settings file (docs/worker.md): its ``[stream]`` settings (k,
-windows, budget, …), grade scale, canary settings and ranker cap, so a day of production events replayed
-with production settings gives the worker's numbers (environment variables are not read). ``--port``
-serves ``/metrics`` on 127.0.0.1 during the replay and, after the summary, until Ctrl-C (or for
-``--hold`` seconds).
+windows, budget, …), grade scale, canary settings and ranker cap (environment variables are not read).
+``--partitions N`` routes each event to one of N in-process partitions by its key (``session_id``, else
+``query``, else ``ranker``) with Kafka's partitioner, as the worker's topics do; each partition keeps its
+own join state, sketch and share of the budget (default 1). The events in the order they were produced
+(``monitor produce --write-events``), replayed with the worker's settings and N its topics' partition
+count, give the worker's numbers, with a budget that binds too (in sessions, the default; docs/worker.md):
+every gauge, and every counter but those that record how the topics interleaved (docs/metrics.md). With
+another N, once the budget binds, other sessions are sampled.
+
+``--port`` serves ``/metrics`` on 127.0.0.1 during the replay and, after the summary, until Ctrl-C (or
+for ``--hold`` seconds).
 """
 
 from __future__ import annotations
@@ -49,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dead-letters", type=Path, metavar="FILE",
                         help="write every dead letter to FILE as a JSON line: the worker's error and source "
                              "fields, the file and line, and the line itself")
+    parser.add_argument("--partitions", type=_partitions, default=1, metavar="N",
+                        help="in-process partitions, events routed by key as Kafka does: the worker's "
+                             "topics' partition count gives the worker's numbers (default 1)")
     parser.add_argument("--config", type=Path, metavar="FILE",
                         help="the worker's TOML settings file: [stream] settings, scale, canary settings "
                              "(instead of --budget/--budget-unit)")
@@ -86,17 +96,28 @@ class ProgressBar:
             self.stream.flush()
 
 
+def _partitions(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 10_000:
+        raise argparse.ArgumentTypeError(f"a whole number from 1 to 10000, got {text!r}")
+    return value
+
+
 def replay(path: Path, judge: Judge, err: TextIO, progress: bool | None = None,
            config: StreamConfig | None = None, scale: Scale = FOUR_LEVEL_SCALE,
-           on_engine: Callable[[Engine], None] | None = None, dead_letters: DeadLetterLog | None = None
-           ) -> tuple[Engine, bool, float]:
-    """Feed the file through a fresh engine (``config``: the stream's settings, by default the demo's;
-    ``on_engine`` sees it before the first event); returns it, whether Ctrl-C stopped it, and the wall
-    seconds; ``dead_letters`` gets each dead letter with its line. Raises :class:`LineError` at the first
-    line that is not a routable event."""
+           on_engine: Callable[[Engine], None] | None = None, dead_letters: DeadLetterLog | None = None,
+           partitions: int = 1) -> tuple[Engine, bool, float]:
+    """Feed the file through a fresh engine of ``partitions`` partitions (``config``: the stream's settings,
+    by default the demo's; ``on_engine`` sees it before the first event); returns it, whether Ctrl-C
+    stopped it, and the wall seconds; ``dead_letters`` gets each dead letter with its line. Raises
+    :class:`LineError` at the first line that is not a routable event."""
     config = config or stream_config()
     engine = Engine(judge, config, {"command": "replay", "file": str(path), "budget": dict(config.budget),
-                                    "budget_unit": config.budget_unit}, scale=scale)
+                                    "budget_unit": config.budget_unit, "partitions": partitions},
+                    scale=scale, partitions=partitions)
     if on_engine is not None:
         on_engine(engine)
     try:
@@ -188,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
             engine, interrupted, wall = replay(args.file, judge, sys.stderr, config=config, scale=scale,
-                                               on_engine=serve, dead_letters=log)
+                                               on_engine=serve, dead_letters=log, partitions=args.partitions)
         except LineError as error:
             sys.stderr.write(f"monitor replay: error: {error}\n")
             return 2

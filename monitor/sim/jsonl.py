@@ -1,4 +1,5 @@
-"""Write simulated records to a JSONL file: one raw event value per line, in the order given.
+"""Write simulated records to a JSONL file: one raw event value per line, in the order given (all at once:
+``write_jsonl``; or each as it is taken by a consumer of the records: ``write_through``).
 
 The only I/O of the simulator. Valid values never contain a newline (compact JSON escapes it); malformed
 ones are written as they are, so a file with ``include_invalid=True`` exercises a reader's error path
@@ -7,8 +8,9 @@ ones are written as they are, so a file with ``include_invalid=True`` exercises 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from monitor.sim.records import SimEvent
 
@@ -33,3 +35,16 @@ def write_jsonl(
             handle.write(b"\n")
             written += 1
     return written
+
+
+def write_through(events: Iterable[SimEvent], handle: BinaryIO) -> Iterator[SimEvent]:
+    """``events``, each written to ``handle`` as one line (its value) before it is yielded, in order, invalid
+    ones too (``monitor produce --write-events``: the file holds what was sent); ``handle`` is closed after
+    the last one. A value holding a line break cannot be one line: ValueError (the simulator makes none)."""
+    with handle:
+        for event in events:
+            if b"\n" in event.value or b"\r" in event.value:
+                raise ValueError(f"a value holding a line break cannot be one JSONL line: "
+                                 f"{event.value[:80]!r}")
+            handle.write(event.value + b"\n")
+            yield event

@@ -76,8 +76,7 @@ class PartitionState:
                 out.append(self.records[session_id])
         return out
 
-    def count_only(self, event: Impression, query_labels: Mapping[str, Labels], config: StreamConfig,
-                   partitions: int) -> Counted | None:
+    def count_only(self, event: Impression, config: StreamConfig, partitions: int) -> Counted | None:
         """An impression the step would only count (:func:`~monitor.core.stream.lean.only_counted`),
         applied to this state as :meth:`apply` would apply its transition (the watermark and the sketch);
         None, and nothing changed, when the step must run: the session has a record (a duplicate) or early
@@ -90,8 +89,7 @@ class PartitionState:
             return None
         sketch = ([self.sketch.get(i, _EMPTY_SLICE) for i in frequency_slices(event.ts, config)]
                   if event.query_bucket is None else [])
-        counted = only_counted(event, sketch, self.budget,
-                               bool(query_labels.get(query_key(event.query))), config, partitions)
+        counted = only_counted(event, sketch, self.budget, config, partitions)
         if counted is None:
             return None
         self.watermark = watermark

@@ -1,5 +1,5 @@
 """The reads a partition's batch makes before its steps: what the batch's events will read, in one pipelined
-round trip (rarely two), plus one for records due to close that the batch does not touch.
+round trip, plus one for records due to close that the batch does not touch.
 
 Session records, early labels, the sketch cells of impressions without ``query_bucket`` (from the slices
 held in memory, :class:`~monitor.store.sketch_cache.SketchCache`; a slice it lacks is read whole), the
@@ -8,11 +8,9 @@ deadlines due by the batch's last event time and the shared grades the batch's r
 the partition's ``meta``); and, from the queries' own slots,
 their judgments, the judgments' ts and their shared grades, **only for the impressions that may be
 sampled** (:func:`~monitor.core.stream.sampling.may_sample`, given the budget at the batch's start). An
-impression that cannot be sampled reads nothing of its query but whether it has judgments (sessions mode:
-a judged query's sessions are sampled outside the budget), so for those the round trip carries an
-``EXISTS`` of the query's ``labels``; a query found judged is read in full in a second round trip. Most
-traffic is impressions of sessions that are not sampled: they cost two keys of one ``MGET`` each, and no
-read of their query.
+impression that cannot be sampled reads nothing of its query: the rule does not read the query's judgments.
+Most traffic is impressions of sessions that are not sampled: they cost two keys of one ``MGET`` each, and
+no read of their query.
 """
 
 from __future__ import annotations
@@ -40,8 +38,8 @@ from monitor.store.sketch_cache import SketchCache
 @dataclass
 class Prefetched:
     """What a batch's steps read: the partition's state, and the queries' judgments, their ts and shared
-    grades for the queries in :attr:`loaded` (every other query of the batch has no judgments, and none of
-    its impressions can be sampled: a step must not read more of it)."""
+    grades for the queries in :attr:`loaded` (none of the impressions of every other query of the batch can
+    be sampled, and a step that does not sample reads nothing of its query: it must not read more of it)."""
 
     state: PartitionState
     query_labels: dict[str, Labels] = field(default_factory=dict)
@@ -65,28 +63,24 @@ def _take_query(out: Prefetched, qkey: str, results: Sequence[Any], at: int) -> 
 
 
 def candidates(events: Sequence[Event], spent: Mapping[tuple[str, int], float], config: StreamConfig,
-               partitions: int) -> tuple[set[str], set[str]]:
-    """The batch's impression queries, split in two: those an impression may be sampled for with its query
-    unjudged (read in full), and the rest (in sessions mode, read only if the query has judgments). A
-    query with a judgment in the batch itself counts as judged."""
-    judged_here = {query_key(e.query) for e in events if isinstance(e, Annotation) and e.query is not None}
+               partitions: int) -> set[str]:
+    """The queries of the batch's impressions that may be sampled (read in full)."""
     full: set[str] = set()
-    others: set[str] = set()
     for e in events:
         if not isinstance(e, Impression):
             continue
-        qkey = query_key(e.query)
         period = budget_period(e.ts, config)
         budget = {b: spent.get((b, period), 0.0) for b in config.budget}
-        (full if may_sample(e, budget, qkey in judged_here, config, partitions) else others).add(qkey)
-    return full, others - full
+        if may_sample(e, budget, config, partitions):
+            full.add(query_key(e.query))
+    return full
 
 
 async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: StreamConfig, partition: int,
                    watermark: float, events: Sequence[Event], spent: Mapping[tuple[str, int], float],
                    partitions: int, sketches: SketchCache) -> Prefetched:
-    """What ``events`` will read, from one pipelined round trip (two when a query not read in full turns
-    out to have judgments); ``spent``: (bucket, period) → the budget spent, as read with ``meta``;
+    """What ``events`` will read, from one pipelined round trip (two when records are due that no event
+    touches); ``spent``: (bucket, period) → the budget spent, as read with ``meta``;
     ``sketches``: the partitions' sketch slices held in memory (the slices it lacks are read whole into
     it)."""
     state = PartitionState(watermark=watermark)
@@ -95,9 +89,7 @@ async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: Str
     session_ids = sorted({e.session_id for e in events
                           if isinstance(e, Impression | Annotation) and e.session_id is not None})
     impressions = [e for e in events if isinstance(e, Impression)]
-    full, others = candidates(events, spent, config, partitions)
-    if config.budget_unit == "judgments":
-        others = set()  # no query bypasses the budget: whether it has judgments does not matter
+    full = candidates(events, spent, config, partitions)
     refreshed = sorted({e.query_key for e in events if isinstance(e, Annotation) and e.query_key is not None}
                        - full)
     cells: dict[int, set[str]] = {}
@@ -111,11 +103,9 @@ async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: Str
     pipe = redis.pipeline(transaction=False)
     queue_mget(pipe, [keys.p(partition, "s", s) for s in session_ids] or [keys.p(partition, "-")])
     queue_mget(pipe, [keys.p(partition, "e", s) for s in session_ids] or [keys.p(partition, "-")])
-    full_order, other_order = sorted(full), sorted(others)
+    full_order = sorted(full)
     for qkey in full_order:
         _queue_query(pipe, keys, qkey)
-    for qkey in other_order:
-        pipe.exists(keys.q(qkey, "labels"))
     for qkey in refreshed:
         pipe.hgetall(keys.q(qkey, "shared"))
     sketch_order = sorted(cells)
@@ -139,9 +129,6 @@ async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: Str
     at = 2
     for qkey in full_order:
         at = _take_query(out, qkey, results, at)
-    judged = [qkey for qkey, exists in zip(other_order, results[at:at + len(other_order)], strict=True)
-              if exists]
-    at += len(other_order)
     for qkey in refreshed:
         out.shared.hold(qkey, results[at])
         at += 1
@@ -154,16 +141,11 @@ async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: Str
     if math.isfinite(final):
         due = [(text(member), float(score)) for member, score in results[at]]
     missing = [s for s, _ in due if s not in state.records]
-    if judged or missing:  # the second round trip: queries found judged, records due that no event touches
+    if missing:  # the second round trip: records due that no event touches
         again = redis.pipeline(transaction=False)
-        for qkey in judged:
-            _queue_query(again, keys, qkey)
         queue_mget(again, [keys.p(partition, "s", s) for s in missing] or [keys.p(partition, "-")])
         more = await again.execute()
-        at = 0
-        for qkey in judged:
-            at = _take_query(out, qkey, more, at)
-        for session_id, record in zip(missing, more[at], strict=False):
+        for session_id, record in zip(missing, more[0], strict=False):
             if record:
                 state.records[session_id] = SessionRecord.from_json(record)
     for session_id, deadline in due:

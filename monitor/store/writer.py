@@ -145,7 +145,7 @@ class RedisState(Reader):
             if dropped:
                 batch.count(SHADOW_RANKER, float(dropped))
             if isinstance(event, Impression):  # most traffic: only counted, no Loaded, step or Transition
-                counted = state.count_only(event, query_labels, self.config, self.partitions)
+                counted = state.count_only(event, self.config, self.partitions)
                 if counted is not None:
                     batch.add_counted(state.watermark, counted)
                     outcomes[index] = COUNTED

@@ -4,6 +4,11 @@ The traffic generator of the compose stack and of the end-to-end tests and bench
 labels (late, duplicated, corrected, query-level, missing), deploys and, with ``--invalid-rate``, invalid
 events, each keyed as docs/events.md says. Topic names, the bootstrap address and the Kafka security
 settings (SASL, TLS) come from the same settings as the worker (``MONITOR_*``), or the options.
+
+Session ids name the run: ``s<seed>-<start in ms>-<n>``, so runs with another seed or start (the default
+start is now) never share a session. ``--write-events FILE`` also writes each event sent, in the order sent,
+as one line of a JSONL file (its value's bytes, invalid ones too): the input of ``monitor replay``, which
+with ``--partitions`` set to the topics' partition count gives the worker's numbers for the same events.
 """
 
 from __future__ import annotations
@@ -49,7 +54,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--start", default="now",
                         help="event time of the first session: 'now' or Unix seconds (default now)")
     parser.add_argument("--forever", action="store_true", help="run after run (new seed, later times)")
+    parser.add_argument("--write-events", metavar="FILE",
+                        help="also write each event sent to FILE as JSONL, in the order sent (input of "
+                             "monitor replay --partitions N, N the topics' partition count)")
     return parser
+
+
+def run_config(config: SimConfig, run: int) -> SimConfig:
+    """The ``run``-th run of ``config`` (``--forever``: the next seed, the next span of event time), its
+    session ids named by its seed and start (``s<seed>-<start in ms>``), so two runs never share one."""
+    seed, start = config.seed + run, config.start_ts + run * config.duration_s
+    return replace(config, seed=seed, start_ts=start, id_prefix=f"s{seed}-{start * 1000:.0f}")
+
+
+def sent_events(config: SimConfig, path: str | None, append: bool = False) -> Iterable[SimEvent]:
+    """The events of a run, each written to ``path`` (appended to it with ``append``) as it is taken when
+    a path is given; an ``OSError`` when the file cannot be opened."""
+    from monitor.sim.jsonl import write_through
+
+    events = generate(config)
+    return events if path is None else write_through(events, open(path, "ab" if append else "wb"))
 
 
 async def produce(bootstrap: str, topics: dict[str, str], events: Iterable[SimEvent],
@@ -109,10 +133,14 @@ def main(argv: Sequence[str]) -> int:
         return refused("monitor produce", SettingsError(f"{error}{hint}"))
     run = 0
     while True:
-        this = replace(config, seed=config.seed + run, start_ts=config.start_ts + run * config.duration_s,
-                       id_prefix=f"r{run}-")
-        sent = asyncio.run(produce(bootstrap, names, generate(this), args.rate, settings.kafka_security()))
-        sys.stderr.write(f"monitor produce: run {run}: {sent} messages to {bootstrap}\n")
+        try:
+            events = sent_events(run_config(config, run), args.write_events, append=run > 0)
+        except OSError as error:
+            return refused("monitor produce", ValueError(f"--write-events: cannot write {args.write_events}: "
+                                                         f"{error.strerror or error}"))
+        sent = asyncio.run(produce(bootstrap, names, events, args.rate, settings.kafka_security()))
+        also = f" (and to {args.write_events})" if args.write_events is not None else ""
+        sys.stderr.write(f"monitor produce: run {run}: {sent} messages to {bootstrap}{also}\n")
         run += 1
         if not args.forever:
             return 0

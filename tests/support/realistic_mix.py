@@ -5,7 +5,7 @@ samples get labels, as annotators answer its annotation requests. The budget per
 that about ``sampled_share`` of the sessions are sampled (default 2%), and which sessions those are is not
 guessed: the impressions run once through the embedded default (:class:`MemoryPipeline`, the worker's own
 core with its partitioner and budget rule), and labels are kept only for the sessions it sampled. No
-query-level judgments (they would take their queries' sessions outside the budget), so the prediction is
+query-level judgments, so the prediction is
 exact for a worker with the same ``[stream]`` settings and partition count that reads each partition in
 order. The query mix follows the clock (an 8% night dip), queries come from head, torso and tail
 vocabularies whose difficulty differs (the simulator's latent grades), and 20% of impressions carry no

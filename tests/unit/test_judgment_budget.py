@@ -88,7 +88,7 @@ def test_a_fully_judged_session_is_scored_without_a_request(unit: str, source: s
     assert pipeline.counter("sampled", group) == 1 and pipeline.counter("scored", group) == 1
     assert pipeline.counter("judgments_requested", group) == 0
     assert sum(s.budget.get(("tail", budget_period(1000, config)), 0.0) for s in pipeline.state) == (
-        0.0 if unit == "judgments" or source != "early" else 1.0)  # sessions mode: a session is a session
+        0.0 if unit == "judgments" else 1.0)  # sessions mode: a session is a session, whatever its query has
     assert pipeline.windows()[("1h", group)]["dcg"] == pytest.approx(1.0 + 0.3 / math.log2(3))
 
 

@@ -63,7 +63,7 @@ def _run(events: list[Event], config: StreamConfig, judged: dict[str, Labels], l
     taken = 0
     for event in events:
         if lean and isinstance(event, Impression):
-            counted = state.count_only(event, judged, config, 4)
+            counted = state.count_only(event, config, 4)
             if counted is not None:
                 batch.add_counted(state.watermark, counted)
                 taken += 1
@@ -122,13 +122,12 @@ def test_the_lean_path_declines_what_the_step_must_see() -> None:
     shown = (Result("a", 1), Result("b", 2))
     state = PartitionState()
     plain = Impression("s1", "q", "r1", 100.0, shown, query_bucket="tail")
-    counted = state.count_only(plain, {}, config, 1)
+    counted = state.count_only(plain, config, 1)
     assert counted is not None and counted.group == "tail|r1|control" and state.watermark == 100.0
-    assert state.count_only(plain, {query_key("q"): {"a": 1}}, config, 1) is None  # judged: sampled
-    assert state.count_only(Impression("s2", "q", "r1", 1.0, shown, variant="blue"), {}, config, 1) is None
+    assert state.count_only(Impression("s2", "q", "r1", 1.0, shown, variant="blue"), config, 1) is None
     state.early["s3"] = {"a": 2}
-    assert state.count_only(Impression("s3", "q", "r1", 1.0, shown), {}, config, 1) is None
+    assert state.count_only(Impression("s3", "q", "r1", 1.0, shown), config, 1) is None
     before = copy.deepcopy(state)
     state.heap.append((50.0, "s9"))
-    assert state.count_only(Impression("s4", "q", "r1", 60.0, shown), {}, config, 1) is None
+    assert state.count_only(Impression("s4", "q", "r1", 60.0, shown), config, 1) is None
     assert (state.watermark, state.sketch) == (before.watermark, before.sketch)  # declined: nothing changed

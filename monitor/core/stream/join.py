@@ -195,11 +195,10 @@ def _on_impression(event: Impression, loaded: Loaded, config: StreamConfig, scal
         wanted = set(missing)
         record.requested = sum(1 << i for i, doc in enumerate(union) if doc in wanted)
         out.counters.append((Counter("judgments_requested", group), float(len(missing))))
-    if config.budget_unit == "judgments":
-        if missing:  # its cost: the documents asked for
-            out.budget = (bucket, budget_period(event.ts, config), float(len(missing)))
-    elif not loaded.query_labels:
+    if config.budget_unit == "sessions":
         out.budget = (bucket, budget_period(event.ts, config), 1.0)
+    elif missing:  # its cost: the documents asked for
+        out.budget = (bucket, budget_period(event.ts, config), float(len(missing)))
     out.counters.append((Counter("sampled", group), 1.0))
     out.counters.append((Counter("judgments_top_k", group), float(len(union))))  # what asking all costs
     if loaded.early_labels:

@@ -55,12 +55,12 @@ def counted_impression(event: Impression, sketch: Sequence[Mapping[str, float]],
 
 
 def only_counted(event: Impression, sketch: Sequence[Mapping[str, float]],
-                 budget: Mapping[tuple[str, int], float], judged: bool, config: StreamConfig,
+                 budget: Mapping[tuple[str, int], float], config: StreamConfig,
                  partitions: int) -> Counted | None:
     """What :func:`~monitor.core.stream.join.step` does with an impression it only counts (most of real
     traffic: a declared impression that is not sampled), or None when the step must run. ``sketch``: the
-    frequency slices (read only without ``query_bucket``); ``budget``: (bucket, period) → spent;
-    ``judged``: whether the query has query-level judgments. The caller has checked the rest of what
+    frequency slices (read only without ``query_bucket``); ``budget``: (bucket, period) → spent on the
+    partition. The caller has checked the rest of what
     makes the step do more: no record of the session (a duplicate), no early labels of it (they would be
     dropped), no session due to close by the new watermark. The transition is then exactly: the
     watermark, ``impressions`` += 1 (the counter, and in the epoch: ``impression``), the sketch cells and
@@ -69,4 +69,4 @@ def only_counted(event: Impression, sketch: Sequence[Mapping[str, float]],
         return None
     counted = counted_impression(event, sketch, config, partitions)
     spent = budget.get((counted.bucket, budget_period(event.ts, config)), 0.0)
-    return None if sampled_by(counted.bucket, spent, judged, config, partitions) else counted
+    return None if sampled_by(counted.bucket, spent, config, partitions) else counted
