@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 
 from msgspec import Struct, field
 
@@ -32,6 +33,9 @@ class AnnotationRequest:
     docs: list[str]
     judged: int
     ts: float
+    documents: dict[str, dict[str, str]] = dataclass_field(default_factory=dict)
+    """What the impression's results said of the documents asked about (``title``, ``snippet``, ``url``,
+    those given), for annotators; only documents with some text are in it."""
 
 
 class Delta(Struct):
