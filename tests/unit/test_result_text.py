@@ -78,3 +78,18 @@ def test_a_request_without_text_has_no_documents_field() -> None:
     pipeline.submit("impressions", b"s-1", impression([{"doc_id": "d-1", "position": 1}]))
     (request,) = pipeline.requests
     assert request.documents == {} and "documents" not in json.loads(request_json(request))
+
+
+def test_a_request_carries_at_most_its_text_budget() -> None:
+    from monitor.core.stream.join import MAX_REQUEST_TEXT
+
+    long = "x" * LIMIT
+    pipeline = MemoryPipeline(StreamConfig(join_window=300), FOUR_LEVEL_SCALE, clock=lambda: None)
+    results = [{"doc_id": f"d-{i}", "position": i + 1, "title": long, "snippet": long, "url": long}
+               for i in range(40)]
+    pipeline.submit("impressions", b"s-1", impression(results))
+    (request,) = pipeline.requests
+    carried = sum(len(v) for text in request.documents.values() for v in text.values())
+    assert carried <= MAX_REQUEST_TEXT < carried + 3 * LIMIT  # full up to the document that would not fit
+    assert list(request.documents) == request.docs[:len(request.documents)]  # the first ones, in rank order
+    assert len(request_json(request)) < 1_000_000
