@@ -63,8 +63,9 @@ async def _consume(bridge: Bridge, consumer: AIOKafkaConsumer) -> None:
     while True:
         batch = await consumer.getmany(timeout_ms=1000, max_records=500)
         records = [record for records in batch.values() for record in records if record.value is not None]
-        if records:
-            metrics.holding(min(record.timestamp for record in records) / 1000.0)
+        stamps = [record.timestamp for record in records if record.timestamp > 0]  # -1: none recorded
+        if stamps:
+            metrics.holding(min(stamps) / 1000.0)
         metrics.backlog.set(len(records) + await _lag(consumer))
         if records:
             await bridge.handle_requests([record.value for record in records])

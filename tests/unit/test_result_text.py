@@ -81,7 +81,7 @@ def test_a_request_without_text_has_no_documents_field() -> None:
 
 
 def test_a_request_carries_at_most_its_text_budget() -> None:
-    from monitor.core.stream.join import MAX_REQUEST_TEXT
+    from monitor.core.stream.transition import MAX_REQUEST_TEXT
 
     long = "x" * LIMIT
     pipeline = MemoryPipeline(StreamConfig(join_window=300), FOUR_LEVEL_SCALE, clock=lambda: None)

@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from monitor.core.events import TEXT_FIELDS, Annotation, Event, Impression
+from monitor.core.events import Annotation, Event, Impression
 from monitor.core.grades import Scale, TrecScale
 from monitor.core.judged import JudgedList
 from monitor.core.stream.admission import ranker_regex, undeclared
@@ -55,7 +55,7 @@ from monitor.core.stream.session import SessionRecord, query_key
 from monitor.core.stream.shadow import keep_shadow, score_paired, take_back_paired
 from monitor.core.stream.sketch import Cell, classify, estimate, sketch_cells
 from monitor.core.stream.stats import Stats, expired_stats, session_stats
-from monitor.core.stream.transition import AnnotationRequest, Delta, Loaded, Transition
+from monitor.core.stream.transition import AnnotationRequest, Delta, Loaded, Transition, shown_documents
 from monitor.core.stream.windows import window_slices
 
 
@@ -216,21 +216,6 @@ def _on_impression(event: Impression, loaded: Loaded, config: StreamConfig, scal
             variant=variant, k=k, docs=missing, judged=len(union) - len(missing), ts=event.ts,
             documents=shown_documents(event, wanted)))
     out.records.append(record)
-
-
-def shown_documents(event: Impression, wanted: set[str]) -> dict[str, dict[str, str]]:
-    """The text the impression's results (served, then shadow) give of the ``wanted`` documents, for an
-    annotation request: doc_id → its ``title``, ``snippet``, ``url`` (those given); the first result of a
-    document with any text wins."""
-    out: dict[str, dict[str, str]] = {}
-    for results in (event.results, *(s.results for s in event.shadow)):
-        for result in results:
-            if result.doc_id in wanted and result.doc_id not in out:
-                values = (result.title, result.snippet, result.url)
-                text = {name: v for name, v in zip(TEXT_FIELDS, values, strict=True) if v is not None}
-                if text:
-                    out[result.doc_id] = text
-    return out
 
 
 def _on_shared_refresh(event: Annotation, loaded: Loaded, scale: Scale, config: StreamConfig,
