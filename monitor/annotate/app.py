@@ -2,8 +2,11 @@
 
 Start order: the HTTP endpoints answer first (``/healthz`` says whether the project is known yet); then
 the project and its webhook are set up and every task of the project is reconciled (each retried while
-Label Studio is down); only then are requests read, so a task created just before a crash is known
-before its request is read again. Reconciliation repeats every ``reconcile_interval`` seconds.
+Label Studio is down); then the worker's topics are made as the worker makes them (``MONITOR_PARTITIONS``:
+a bridge started before the worker no longer leaves a one-partition requests topic behind); only then are
+requests read, so a task created just before a crash is known before its request is read again.
+Reconciliation repeats every ``reconcile_interval`` seconds. While it reads, the bridge exports its
+backlog and the age of the oldest request it holds (:mod:`monitor.annotate.metrics`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from monitor.annotate.metrics import BridgeMetrics
 from monitor.annotate.settings import AnnotateSettings
 from monitor.annotate.webhook import BridgeHttp
 from monitor.store.client import connect
+from monitor.worker.topics import ensure_topics
 
 log = logging.getLogger("monitor.annotate")
 T = TypeVar("T")
@@ -43,19 +47,36 @@ async def _until_done(what: str, call: Callable[[], Awaitable[T]], metrics: Brid
             pause = min(pause * 2, 30.0)
 
 
+async def _lag(consumer: AIOKafkaConsumer) -> int:
+    """Requests in the topic past the consumer's position on its partitions (as of the last fetch)."""
+    lag = 0
+    for tp in consumer.assignment():
+        high = consumer.highwater(tp)
+        if high is not None:
+            with contextlib.suppress(IllegalStateError):  # unassigned meanwhile
+                lag += max(0, high - await consumer.position(tp))
+    return lag
+
+
 async def _consume(bridge: Bridge, consumer: AIOKafkaConsumer) -> None:
+    metrics = bridge.metrics
     while True:
         batch = await consumer.getmany(timeout_ms=1000, max_records=500)
-        values = [record.value for records in batch.values() for record in records
-                  if record.value is not None]
-        if values:
-            await bridge.handle_requests(values)
+        records = [record for records in batch.values() for record in records if record.value is not None]
+        stamps = [record.timestamp for record in records if record.timestamp > 0]  # -1: none recorded
+        if stamps:
+            metrics.holding(min(stamps) / 1000.0)
+        metrics.backlog.set(len(records) + await _lag(consumer))
+        if records:
+            await bridge.handle_requests([record.value for record in records])
+        metrics.holding(None)
         if batch:
             try:
                 await consumer.commit()
             except (CommitFailedError, IllegalStateError) as error:  # a rebalance: read again, harmlessly
                 log.warning("request offsets not committed (%s); the batch will be read again",
                             type(error).__name__)
+        metrics.backlog.set(await _lag(consumer))
 
 
 async def _reconcile_every(bridge: Bridge, seconds: float) -> None:
@@ -111,6 +132,9 @@ async def run(settings: AnnotateSettings) -> None:
             produced = await _until_done("reconciliation", bridge.reconcile, metrics)
             log.info("ready: project %s, %d grades produced by the start-up reconciliation",
                      bridge.project, produced)
+            # the requests topic with the worker's partitions, whichever of the two starts first
+            await ensure_topics(worker.kafka_bootstrap, worker.topics, worker.partitions,
+                                worker.replication_factor, security=worker.kafka_security())
             await consumer.start()
             jobs.append(asyncio.create_task(_consume(bridge, consumer)))
             jobs.append(asyncio.create_task(_reconcile_every(bridge, settings.reconcile_interval)))

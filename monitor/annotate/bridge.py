@@ -29,6 +29,7 @@ import contextlib
 import functools
 import json
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,11 +43,13 @@ from monitor.annotate.metrics import BridgeMetrics
 from monitor.annotate.settings import SECRET_HEADER, AnnotateSettings
 from monitor.annotate.tasks import (
     LABEL_CONFIG,
+    WEBHOOK_ACTIONS,
     GradeGiven,
     RequestError,
     current_grade,
     pair_key,
     parse_request,
+    request_document,
     task_data,
 )
 from monitor.store.client import RedisClient
@@ -54,6 +57,8 @@ from monitor.store.client import RedisClient
 log = logging.getLogger("monitor.annotate")
 
 Produce = Callable[[bytes, bytes], Awaitable[None]]
+#: a task with nothing to show is logged at its first occurrence and then once per this many
+WARN_EVERY = 1000
 T = TypeVar("T")
 
 
@@ -91,12 +96,15 @@ def event_ts(given: GradeGiven, sent: str | None, sent_ts: str | None) -> float:
 
 @dataclass
 class Pending:
-    """The pairs of a batch of requests still to be given a task, in the order first asked."""
+    """The pairs of a batch of requests still to be given a task, in the order first asked, and how many
+    times pairs were asked for (``asked``: every document of every request, repeats included)."""
 
     pairs: OrderedDict[str, tuple[dict[str, Any], str, list[str]]] = field(default_factory=OrderedDict)
+    asked: int = 0
 
     def add(self, request: dict[str, Any]) -> None:
         for doc_id in request["doc_ids"]:
+            self.asked += 1
             key = pair_key(request["query"], doc_id)
             if key not in self.pairs:
                 self.pairs[key] = (request, doc_id, [])
@@ -118,23 +126,26 @@ class Bridge:
         self.project: int | None = None
         self.session_scope = settings.scope == "session"
         self._locks: dict[int, asyncio.Lock] = {}
+        self._without_text = 0
 
     def _key(self, name: str) -> str:
         project = f"{{{self.project}}}" if isinstance(self.redis, RedisCluster) else str(self.project)
         return f"{self.settings.redis_prefix}:{project}:{name}"
 
     async def setup(self) -> int:
-        """Find or create the project and its webhook (with the shared secret header); return its id."""
+        """Find or create the project and its webhook (with the shared secret header, for the annotation
+        actions only: a task's creation calls nothing); return its id."""
         self.project = await self.ls.find_or_create_project(self.settings.project, LABEL_CONFIG)
         await self.ls.ensure_webhook(self.project, self.settings.webhook_url,
-                                     {SECRET_HEADER: self.settings.secret})
+                                     {SECRET_HEADER: self.settings.secret}, WEBHOOK_ACTIONS)
         log.info("Label Studio project %s (%r), webhook to %s", self.project, self.settings.project,
                  self.settings.webhook_url)
         return self.project
 
     # requests → tasks ----------------------------------------------------------------------------------
     async def handle_requests(self, values: Sequence[bytes]) -> None:
-        """Give every (query, document) pair of these requests a task, once; retried until it is done."""
+        """Give every (query, document) pair of these requests a task, once: the new pairs in bulk imports
+        of at most ``import_size`` tasks each; retried until it is done."""
         pending = Pending()
         for raw in values:
             try:
@@ -146,23 +157,87 @@ class Bridge:
             self.metrics.requests.labels(outcome="used").inc()
         if not pending.pairs:
             return
-        known = await self.redis.hmget(self._key("tasks"), list(pending.pairs))
+        self.metrics.pairs_requested.inc(pending.asked)
+        keys = list(pending.pairs)
+        known = await self.redis.hmget(self._key("tasks"), keys)
+        added: list[int] = [0] * len(keys)
+        if self.session_scope:
+            pipe = self.redis.pipeline(transaction=False)
+            for key, (_, _, sessions) in pending.pairs.items():
+                pipe.sadd(self._key(f"sessions:{key}"), *sessions)
+            added = [int(n) for n in await pipe.execute()]
         graded_again: list[int] = []  # session scope: known pairs asked for by new sessions
-        for (key, (request, doc_id, sessions)), task in zip(pending.pairs.items(), known, strict=True):
-            added = 0
-            if self.session_scope:
-                added = int(await self.redis.sadd(self._key(f"sessions:{key}"), *sessions))
+        new: list[tuple[str, dict[str, Any]]] = []
+        for (key, (request, doc_id, sessions)), task, more in zip(pending.pairs.items(), known, added,
+                                                                  strict=True):
             if task is not None:
-                self.metrics.pairs_known.inc()
-                if added:
+                if more:
                     graded_again.append(int(task))
                 continue
-            data = task_data(request, doc_id, self.settings.document(doc_id), sessions)
-            task_id = await self._retrying(functools.partial(self.ls.create_task, self._project(), data))
-            await self.redis.hset(self._key("tasks"), key, task_id)
-            self.metrics.tasks_created.inc()
+            document = request_document(request, doc_id).or_else(self.settings.document(doc_id))
+            if document.shows_nothing():
+                self._nothing_to_show(str(request["query"]), doc_id)
+            new.append((key, task_data(request, doc_id, document, sessions)))
+        self.metrics.pairs_known.inc(pending.asked - len(new))
+        size = self.settings.import_size
+        for start in range(0, len(new), size):
+            await self._import(new[start:start + size])
         for task_id in graded_again:  # their grade, if there is one already, for the new sessions
             await self._retrying(functools.partial(self.sync_task, task_id))
+
+    def _nothing_to_show(self, query: str, doc_id: str) -> None:
+        self.metrics.tasks_without_text.inc()
+        self._without_text += 1
+        if (self._without_text - 1) % WARN_EVERY == 0:
+            log.warning("NOTHING TO SHOW: the task for (%r, %r) has no title, snippet or URL, so annotators "
+                        "see only the document id (%d such tasks since start; logged once per %d). Send "
+                        "title/snippet/url on the impression's results, or set MONITOR_ANNOTATE_DOCUMENTS or "
+                        "MONITOR_ANNOTATE_DOC_URL (docs/annotate.md)", query, doc_id, self._without_text,
+                        WARN_EVERY)
+
+    async def _import(self, chunk: list[tuple[str, dict[str, Any]]]) -> None:
+        """Create the tasks of ``chunk`` (pair key, task data) in one import and record their ids.
+
+        A failed import may have been applied all the same (a timeout after Label Studio saved the tasks),
+        so before it is retried the tasks created since it was sent are read back (their pairs recorded,
+        as the start-up walk would) and only the pairs still without a task are imported again."""
+        pause, check, sent = 0.5, False, time.monotonic()
+        while True:
+            try:
+                if check:
+                    chunk = await self._not_imported(chunk, time.monotonic() - sent)
+                    check = False
+                    if not chunk:
+                        return
+                sent = time.monotonic()
+                ids = await self.ls.import_tasks(self._project(), [data for _, data in chunk])
+                break
+            except LabelStudioError as error:
+                self.metrics.label_studio_errors.inc()
+                log.warning("Label Studio: %s; retrying in %.1f s", error, pause)
+                await asyncio.sleep(pause)
+                pause, check = min(pause * 2, 30.0), True
+        await self.redis.hset(self._key("tasks"), mapping={key: task for (key, _), task in
+                                                           zip(chunk, ids, strict=True)})
+        self.metrics.task_imports.inc()
+        self.metrics.tasks_created.inc(len(ids))
+
+    async def _not_imported(self, chunk: list[tuple[str, dict[str, Any]]],
+                            ago: float) -> list[tuple[str, dict[str, Any]]]:
+        """The entries of ``chunk`` whose pair has no task, after recording the pairs of the tasks created
+        since the failed import was sent (``ago`` seconds ago, on Label Studio's clock less a margin)."""
+        since = await self.ls.server_time() - timedelta(seconds=ago + 5.0)
+        wanted = {key for key, _ in chunk}
+        found: dict[str, int] = {}
+        async for task in self.ls.tasks(self._project(), since=since):
+            data = task.get("data") or {}
+            if data.get("pair") in wanted and isinstance(task.get("id"), int):
+                found.setdefault(data["pair"], task["id"])
+        if found:
+            await self.redis.hset(self._key("tasks"), mapping={k: v for k, v in found.items()})
+            log.info("%d tasks of a failed import exist; the rest (%d) are imported again", len(found),
+                     len(chunk) - len(found))
+        return [(key, data) for key, data in chunk if key not in found]
 
     def _project(self) -> int:
         if self.project is None:

@@ -9,7 +9,7 @@ logs: errors name the method, the path and the status only.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -106,8 +106,24 @@ class LabelStudio:
 
     # tasks ---------------------------------------------------------------------------------------------
     async def create_task(self, project: int, data: dict[str, Any]) -> int:
+        """One task (one request): what the bridge did before bulk imports, kept as their peer."""
         created = await self._send("POST", "/api/tasks", {"project": project, "data": data})
         return int(created["id"])
+
+    async def import_tasks(self, project: int, datas: Sequence[dict[str, Any]]) -> list[int]:
+        """Many tasks in one request (``POST /api/projects/<id>/import?return_task_ids=true``, a list of
+        ``{"data": …}``): their ids, in the order given. Label Studio's Community edition imports
+        synchronously and answers with ``task_ids``; an edition that imports in the background answers
+        without them, which is an error here (:class:`LabelStudioError`): the bridge needs each task's id."""
+        if not datas:
+            return []
+        body = await self._send("POST", f"/api/projects/{project}/import", [{"data": d} for d in datas],
+                                params={"return_task_ids": "true"})
+        ids = body.get("task_ids") if isinstance(body, dict) else None
+        if not isinstance(ids, list) or len(ids) != len(datas) or not all(isinstance(i, int) for i in ids):
+            raise LabelStudioError(f"POST /api/projects/{project}/import: expected {len(datas)} task ids "
+                                   "in the answer (a background import gives none)")
+        return [int(i) for i in ids]
 
     async def update_task_data(self, task_id: int, data: dict[str, Any]) -> None:
         await self._send("PATCH", f"/api/tasks/{task_id}", {"data": data})
@@ -167,12 +183,14 @@ class LabelStudio:
         return parsedate_to_datetime(date)
 
     # webhooks ------------------------------------------------------------------------------------------
-    async def ensure_webhook(self, project: int, url: str, headers: dict[str, str]) -> int:
-        """The project's webhook to ``url`` for every action, with ``headers`` (created or updated)."""
+    async def ensure_webhook(self, project: int, url: str, headers: dict[str, str],
+                             actions: Sequence[str]) -> int:
+        """The project's webhook to ``url`` for ``actions`` only, with ``headers`` (created, or updated:
+        a webhook made for every action by an older bridge is narrowed to these)."""
         body = await self._send("GET", "/api/webhooks", params={"project": project})
         hooks = body if isinstance(body, list) else []
-        payload = {"project": project, "url": url, "send_payload": True, "send_for_all_actions": True,
-                   "headers": headers, "is_active": True}
+        payload = {"project": project, "url": url, "send_payload": True, "send_for_all_actions": False,
+                   "actions": list(actions), "headers": headers, "is_active": True}
         for hook in hooks:
             if hook.get("url") == url:
                 await self._send("PATCH", f"/api/webhooks/{hook['id']}", payload)

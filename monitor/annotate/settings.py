@@ -14,6 +14,7 @@ Its own, from the environment (docs/annotate.md has the table):
 * ``MONITOR_ANNOTATE_DOC_URL``: a URL template for documents (``https://shop.example/item/{doc_id}``);
   ``MONITOR_ANNOTATE_DOCUMENTS``: a JSONL file of ``{"doc_id", "title", "snippet", "url"}``;
 * ``MONITOR_ANNOTATE_RECONCILE_INTERVAL``: seconds between reconciliations with Label Studio (default 300);
+* ``MONITOR_ANNOTATE_IMPORT_SIZE``: tasks per bulk import request (default 500);
 * ``MONITOR_ANNOTATE_SCOPE``: ``query`` (default: one query-level grade per pair) or ``session`` (the grade
   as each asking session's own annotation).
 
@@ -50,6 +51,7 @@ class AnnotateSettings:
     documents: dict[str, Document] = field(default_factory=dict, repr=False)
     reconcile_interval: float = 300.0
     scope: str = "query"
+    import_size: int = 500
 
     @property
     def consumer_group(self) -> str:
@@ -122,6 +124,10 @@ def load_annotate_settings(env: Mapping[str, str], services: FoundServices | Non
     scope = env.get("MONITOR_ANNOTATE_SCOPE", "query") or "query"
     if scope not in SCOPES:
         raise SettingsError(f"MONITOR_ANNOTATE_SCOPE: must be one of {', '.join(SCOPES)}, got {scope!r}")
+    size_text = env.get("MONITOR_ANNOTATE_IMPORT_SIZE", "500")
+    if not size_text.isdigit() or not 1 <= int(size_text) <= 10_000:
+        raise SettingsError(f"MONITOR_ANNOTATE_IMPORT_SIZE: must be an integer in 1..10000, "
+                            f"got {size_text!r}")
     host = env.get("MONITOR_ANNOTATE_HOST", "127.0.0.1")
     port = int(port_text)
     documents = env.get("MONITOR_ANNOTATE_DOCUMENTS")
@@ -132,6 +138,7 @@ def load_annotate_settings(env: Mapping[str, str], services: FoundServices | Non
         project=env.get("MONITOR_ANNOTATE_PROJECT") or "Search relevance",
         doc_url=env.get("MONITOR_ANNOTATE_DOC_URL") or None,
         documents=_documents(documents) if documents else {}, reconcile_interval=interval, scope=scope,
+        import_size=int(size_text),
     )
 
 
@@ -144,4 +151,5 @@ def describe(settings: AnnotateSettings) -> dict[str, Any]:
         "annotations_topic": settings.worker.topics.annotations, "group": settings.consumer_group,
         "documents": len(settings.documents), "doc_url": settings.doc_url,
         "reconcile_interval": settings.reconcile_interval, "scope": settings.scope,
+        "import_size": settings.import_size,
     }

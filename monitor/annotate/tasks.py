@@ -1,10 +1,12 @@
 """What the bridge puts into Label Studio and reads back, as pure functions (no I/O, no clock).
 
+* :data:`WEBHOOK_ACTIONS`: what Label Studio calls the bridge for;
 * :data:`LABEL_CONFIG`: the labelling interface: the query, the document, and the four grades 高/中/低/无
   (with their English names) as one single choice;
 * :func:`pair_key`: the identity of a (query, document) pair, stored in the task's data, so that a pair
   requested by many sessions has one task;
-* :func:`task_data`: a task's data from an annotation request and the document's description;
+* :func:`task_data`: a task's data from an annotation request and the document's description
+  (:func:`request_document`: what the request carries of it);
 * :func:`current_grade`: the pair's grade from a task's annotations: the latest one that chose a grade.
 """
 
@@ -24,6 +26,11 @@ GRADES: tuple[tuple[str, str], ...] = (
     ("低", "low: barely related"),
     ("无", "none: irrelevant"),
 )
+#: the webhook actions the bridge subscribes to (Label Studio's names): an annotation saved, edited or
+#: deleted. Not a task's creation, nor anything else: each would be a call for nothing.
+ANNOTATION_ACTIONS = ("ANNOTATION_CREATED", "ANNOTATIONS_CREATED", "ANNOTATION_UPDATED")
+DELETE_ACTION = "ANNOTATIONS_DELETED"
+WEBHOOK_ACTIONS = (*ANNOTATION_ACTIONS, DELETE_ACTION)
 #: how many session ids a task's data keeps (the rest are counted in ``session_count``)
 MAX_SESSIONS = 20
 
@@ -57,6 +64,25 @@ class Document:
     title: str | None = None
     snippet: str | None = None
     url: str | None = None
+
+    def shows_nothing(self) -> bool:
+        """No title, snippet or URL: annotators would see only the document's id."""
+        return not (self.title or self.snippet or self.url)
+
+    def or_else(self, other: Document) -> Document:
+        """This document's fields, each missing one taken from ``other``."""
+        return Document(self.title or other.title, self.snippet or other.snippet, self.url or other.url)
+
+
+def request_document(request: Mapping[str, Any], doc_id: str) -> Document:
+    """What an annotation request says of ``doc_id`` (its optional ``documents`` object: the title,
+    snippet and URL the impression's results carried, docs/events.md); empty if nothing."""
+    documents = request.get("documents")
+    found = documents.get(doc_id) if isinstance(documents, dict) else None
+    if not isinstance(found, dict):
+        return Document()
+    text = {k: found[k] for k in ("title", "snippet", "url") if isinstance(found.get(k), str) and found[k]}
+    return Document(**text)
 
 
 def describe(doc_id: str, document: Document) -> str:

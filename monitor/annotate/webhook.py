@@ -3,7 +3,8 @@
 A webhook must carry the shared secret in ``X-Monitor-Annotate-Secret`` (compared in constant time), else
 401 and nothing else happens. A body that is not a JSON object with an ``action``, or an annotation
 action that names no task, is answered 400, logged and counted (``outcome="invalid"``); other actions
-(projects, tasks, label links) and other projects' events are answered 200 and counted as ``ignored``.
+(the webhook is set up for the annotation actions only, but one made by hand may send projects, tasks,
+label links) and other projects' events are answered 200 and counted as ``ignored``.
 An accepted delivery only queues the task (or, for deletions, the annotation): :func:`drain` syncs it
 with Label Studio after the answer, so a slow Label Studio never holds up its own webhook call.
 """
@@ -23,11 +24,10 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from monitor.annotate.bridge import Bridge
 from monitor.annotate.client import LabelStudioError
 from monitor.annotate.settings import SECRET_HEADER
+from monitor.annotate.tasks import ANNOTATION_ACTIONS, DELETE_ACTION
 
 log = logging.getLogger("monitor.annotate")
 MAX_BODY = 4 * 1024 * 1024
-ANNOTATION_ACTIONS = {"ANNOTATION_CREATED", "ANNOTATIONS_CREATED", "ANNOTATION_UPDATED"}
-DELETE_ACTION = "ANNOTATIONS_DELETED"
 
 #: what a webhook asks to sync: ("task", id) or ("annotation", id)
 Item = tuple[str, int]

@@ -29,7 +29,7 @@ from msgspec import UNSET, UnsetType
 
 from monitor.core import events  # the schemas' constants: events.BUCKETS, events.SCOPES...
 from monitor.core.errors import GradeError
-from monitor.core.event_checks import decode_checked
+from monitor.core.event_checks import decode_checked, shown_text
 from monitor.core.events import (
     DEFAULT_LIMITS,
     Annotation,
@@ -90,6 +90,7 @@ class _Deploy(msgspec.Struct, tag_field="type", tag="deploy", gc=False):
 _DECODER = msgspec.json.Decoder(_Impression | _Annotation | _Deploy)
 _POSITION = attrgetter("position")
 _DOC_ID = attrgetter("doc_id")
+_TEXTS = attrgetter(*events.TEXT_FIELDS)
 
 
 class _Refused(Exception):
@@ -120,12 +121,25 @@ def _results(results: list[Result], limits: Limits) -> tuple[Result, ...]:
     if len(docs) != n or "" in docs or max(map(len, docs)) > limits.max_id_chars \
             or any(map(str.isspace, docs)):
         raise _Refused
+    if any(map(any, map(_TEXTS, results))):  # optional text (title, snippet, url): kept as the reference
+        results = _texts(results, limits.max_text_chars)
     if all(map(eq, map(_POSITION, results), count(1))):
         return tuple(results)
     ordered = sorted(results, key=_POSITION)  # not in order: sorted, they must still be exactly 1..n
     if list(map(_POSITION, ordered)) != list(range(1, n + 1)):
         raise _Refused
     return tuple(ordered)
+
+
+def _texts(results: list[Result], limit: int) -> list[Result]:
+    """The results with their text kept as :func:`~monitor.core.event_checks.shown_text` keeps it."""
+    out = []
+    for result in results:
+        texts = _TEXTS(result)
+        kept = tuple(shown_text(t, limit) for t in texts)
+        out.append(result if kept == texts else msgspec.structs.replace(
+            result, **dict(zip(events.TEXT_FIELDS, kept, strict=True))))
+    return out
 
 
 def _shadow(lists: list[_Shadow] | None, ranker: str, limits: Limits) -> tuple[ShadowList, ...]:

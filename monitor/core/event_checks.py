@@ -24,6 +24,7 @@ from monitor.core.events import (
     SCHEMA_VERSIONS,
     SCOPES,
     SHARE_KINDS,
+    TEXT_FIELDS,
     Annotation,
     Deploy,
     Event,
@@ -72,6 +73,19 @@ def _text(obj: dict[str, Any], key: str, limit: int, required: bool = True) -> s
     if len(value) > limit:
         raise EventError(key, f"longer than {limit} characters ({len(value)})", "oversized")
     return value
+
+
+def shown_text(value: object, limit: int) -> str | None:
+    """A result's optional text (``title``, ``snippet``, ``url``) as kept: a string that is not blank, cut
+    to ``limit`` characters; anything else is dropped (None), never refused: results carried other fields
+    before these were read, and an event valid then is valid now.
+
+    >>> shown_text("Earbuds", 4), shown_text("  ", 4), shown_text(7, 4)
+    ('Earb', None, None)
+    """
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return value[:limit]
 
 
 def _timestamp(obj: dict[str, Any], key: str, required: bool) -> float | None:
@@ -167,9 +181,10 @@ def _results(value: object, limits: Limits, name: str = "results") -> tuple[Resu
             if number is None:
                 raise EventError(f"{where}.score", f"not a finite number: {_show(score)}", "non_finite")
             score = number
+        texts = [shown_text(item.get(key), limits.max_text_chars) for key in TEXT_FIELDS]
         positions.add(position)
         docs.add(doc)
-        out.append(Result(doc, position, score))
+        out.append(Result(doc, position, score, *texts))
     if max(positions) != len(out):
         missing = sorted(set(range(1, len(out) + 1)) - positions)[:5]
         raise EventError(name, f"positions must be 1..{len(out)}; missing {missing}", "bad_position")

@@ -25,6 +25,8 @@ QUERY_KEY_PATTERN = re.compile("[0-9a-f]{24}")
 DEPLOY_KINDS = ("deploy", "canary_start", "canary_share", "canary_end", "rollback")
 SHARE_KINDS = ("canary_start", "canary_share")
 """The deploy kinds that take a ``share`` (required on ``canary_share``, optional on ``canary_start``)."""
+#: a result's optional text fields, what annotators are shown (docs/events.md)
+TEXT_FIELDS = ("title", "snippet", "url")
 
 
 class EventError(MonitorError):
@@ -56,6 +58,8 @@ class Limits:
     max_query_chars: int = 1024
     max_shadow_lists: int = 4
     """An impression's ``shadow`` lists at most (each within ``max_results``)."""
+    max_text_chars: int = 2048
+    """A result's optional ``title``, ``snippet`` and ``url``, each at most (what annotators are shown)."""
 
 
 class Result(msgspec.Struct, frozen=True, gc=False):
@@ -65,6 +69,11 @@ class Result(msgspec.Struct, frozen=True, gc=False):
     doc_id: str
     position: int
     score: float | None = None
+    title: str | None = None
+    snippet: str | None = None
+    url: str | None = None
+    """``title``, ``snippet``, ``url``: optional, what annotators are shown of the document (an annotation
+    request carries them for the documents it asks about; the stream itself never reads them)."""
 
 
 class ShadowList(msgspec.Struct, frozen=True, gc=False):

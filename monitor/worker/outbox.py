@@ -49,12 +49,16 @@ def decode_entry(raw: bytes) -> Entry:
 
 def request_json(request: AnnotationRequest) -> bytes:
     """An annotation request as published: the session's top-k documents without a grade yet, to be
-    graded, and how many of its top k were graded already (docs/events.md)."""
-    return json.dumps({
+    graded, how many of its top k were graded already, and (``documents``, only when the impression's
+    results gave some) the text annotators are shown of them (docs/events.md)."""
+    body = {
         "type": "annotation_request", "schema": 1, "session_id": request.session_id, "query": request.query,
         "query_bucket": request.bucket, "ranker": request.ranker, "variant": request.variant, "k": request.k,
         "doc_ids": request.docs, "judged": request.judged, "ts": request.ts,
-    }, ensure_ascii=False, separators=(",", ":")).encode()
+    }
+    if request.documents:
+        body["documents"] = request.documents
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def outbox_entries(topics: Topics, partition: int, message: Message, outcome: Outcome) -> Sequence[bytes]:

@@ -14,7 +14,8 @@
    the pair with the latest remaining one (sent again) and the gauge where it was.
 6. Bad webhooks: no or a wrong secret (401), a malformed body (400), an unknown action (ignored): counted,
    nothing produced, the bridge still runs.
-7. Label Studio down: new requests wait; when it is back their tasks are created.
+7. Label Studio down: new requests wait (the bridge's backlog and oldest request's age say so); when it is
+   back their tasks are created, and no task's creation called the webhook.
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ def test_requests_become_tasks_and_grades_come_back_as_the_gauge(
 
     # 2. one task per unjudged pair; the bridge killed while it creates them and restarted
     bridge = Bridge(group, handle, tmp_path)
+    bridge.extra = {"MONITOR_ANNOTATE_IMPORT_SIZE": "5"}  # 13 imports: a kill lands between two of them
     try:
         bridge.start()
         project = wait_for("the project", lambda: handle.project_id(group.app_id), bridge=bridge)
@@ -237,6 +239,9 @@ def test_requests_become_tasks_and_grades_come_back_as_the_gauge(
             assert stream.send(more) == 1
             wait_for("a Label Studio error", lambda: bridge.metrics().get(
                 "search_relevance_annotate_label_studio_errors_total", 0) > errors_before, bridge=bridge)
+            waiting = bridge.metrics()  # the request held while Label Studio is down: on /metrics
+            assert waiting["search_relevance_annotate_backlog_requests"] >= 1
+            assert waiting["search_relevance_annotate_oldest_request_age_seconds"] > 0
             handle.start()
             wait_for("the waiting request's tasks", lambda: {("新的查询", "late-1"), ("新的查询", "late-2")} <= {
                 (t["data"]["query"], t["data"]["doc_id"]) for t in handle.tasks(project)}, bridge=bridge)
@@ -244,6 +249,8 @@ def test_requests_become_tasks_and_grades_come_back_as_the_gauge(
             pairs = Counter((t["data"]["query"], t["data"]["doc_id"]) for t in handle.tasks(project))
             assert set(pairs) == unjudged | flushed | {("新的查询", "late-1"), ("新的查询", "late-2")}
             assert set(pairs.values()) == {1}
+            # creating tasks called no webhook: the one ignored is the PROJECT_UPDATED sent by hand above
+            assert bridge.metrics()["search_relevance_annotate_webhooks_total{ignored}"] == 1
         assert group.restarts_seen() == []
     finally:
         bridge.stop()

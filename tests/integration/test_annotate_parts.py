@@ -9,11 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from monitor.annotate.bridge import Pending, annotation_event
+from monitor.annotate.metrics import BridgeMetrics
 from monitor.annotate.settings import AnnotateSettings, describe, load_annotate_settings
 from monitor.annotate.tasks import (
     LABEL_CONFIG,
+    WEBHOOK_ACTIONS,
     Document,
     GradeGiven,
     RequestError,
@@ -21,6 +24,7 @@ from monitor.annotate.tasks import (
     grade_of_choice,
     pair_key,
     parse_request,
+    request_document,
     task_data,
 )
 from monitor.annotate.webhook import WebhookError, items_of
@@ -60,6 +64,46 @@ def test_a_batch_of_requests_becomes_one_entry_per_pair_with_its_sessions() -> N
     data = task_data(REQUEST, "d-31", Document(title="Earbuds", url="https://x/d-31"), ["s-1", "s-2"])
     assert data["document"] == "Earbuds\nhttps://x/d-31\nid: d-31" and data["bucket"] == "torso"
     assert data["pair"] == pair_key("蓝牙耳机", "d-31") and data["session_count"] == 2
+
+
+def test_every_repeat_of_a_pair_is_counted_as_asked_within_a_batch_too() -> None:
+    pending = Pending()
+    for session, docs in (("s-1", ["d-4", "d-31"]), ("s-2", ["d-31", "d-9"]), ("s-1", ["d-4"])):
+        pending.add(parse_request(json.dumps({**REQUEST, "session_id": session, "doc_ids": docs}).encode()))
+    assert pending.asked == 5 and len(pending.pairs) == 3  # 2 repeats within the batch
+
+
+def test_a_request_may_carry_the_documents_text_and_the_settings_fill_the_gaps() -> None:
+    request = {**REQUEST, "documents": {"d-4": {"title": "Earbuds", "snippet": "", "url": 7}, "d-31": "x"}}
+    from_request = request_document(request, "d-4")
+    assert from_request == Document(title="Earbuds")  # empty and non-string fields dropped
+    assert request_document(request, "d-31") == request_document(REQUEST, "d-4") == Document()
+    assert from_request.or_else(Document("T", "S", "https://x/d-4")) == Document("Earbuds", "S", "https://x/d-4")
+    assert Document().shows_nothing() and not Document(url="https://x").shows_nothing()
+
+
+def test_the_webhook_is_for_the_annotation_actions_only() -> None:
+    assert set(WEBHOOK_ACTIONS) == {"ANNOTATION_CREATED", "ANNOTATIONS_CREATED", "ANNOTATION_UPDATED",
+                                    "ANNOTATIONS_DELETED"}
+    assert items_of({"action": "TASKS_CREATED", "tasks": [{"id": 1}]}, 1) is None  # ignored if sent anyway
+
+
+def test_the_oldest_request_age_is_now_less_its_timestamp_and_0_when_none_is_held() -> None:
+    registry = CollectorRegistry()
+    now = [1000.0]
+    metrics = BridgeMetrics(registry, clock=lambda: now[0])
+
+    def age() -> float | None:
+        return registry.get_sample_value("search_relevance_annotate_oldest_request_age_seconds")
+
+    assert age() == 0.0
+    metrics.holding(940.0)
+    now[0] = 1003.5
+    assert age() == 63.5
+    metrics.holding(None)
+    assert age() == 0.0
+    metrics.backlog.set(12)
+    assert registry.get_sample_value("search_relevance_annotate_backlog_requests") == 12
 
 
 @pytest.mark.parametrize(("raw", "message"), [
@@ -159,6 +203,8 @@ def test_settings_with_secrets_from_files_never_shown(tmp_path: Path) -> None:
     ({"MONITOR_ANNOTATE_PORT": "http"}, "MONITOR_ANNOTATE_PORT: must be an integer"),
     ({"MONITOR_ANNOTATE_RECONCILE_INTERVAL": "0"}, "MONITOR_ANNOTATE_RECONCILE_INTERVAL: must be a positive"),
     ({"MONITOR_ANNOTATE_SCOPE": "document"}, "MONITOR_ANNOTATE_SCOPE: must be one of query, session"),
+    ({"MONITOR_ANNOTATE_IMPORT_SIZE": "0"}, "MONITOR_ANNOTATE_IMPORT_SIZE: must be an integer in 1..10000"),
+    ({"MONITOR_ANNOTATE_IMPORT_SIZE": "many"}, "MONITOR_ANNOTATE_IMPORT_SIZE: must be an integer"),
 ])
 def test_bad_settings_name_the_setting(tmp_path: Path, change: dict[str, str], message: str) -> None:
     with pytest.raises(SettingsError, match=message):

@@ -55,7 +55,7 @@ from monitor.core.stream.session import SessionRecord, query_key
 from monitor.core.stream.shadow import keep_shadow, score_paired, take_back_paired
 from monitor.core.stream.sketch import Cell, classify, estimate, sketch_cells
 from monitor.core.stream.stats import Stats, expired_stats, session_stats
-from monitor.core.stream.transition import AnnotationRequest, Delta, Loaded, Transition
+from monitor.core.stream.transition import AnnotationRequest, Delta, Loaded, Transition, shown_documents
 from monitor.core.stream.windows import window_slices
 
 
@@ -212,7 +212,8 @@ def _on_impression(event: Impression, loaded: Loaded, config: StreamConfig, scal
     if missing:
         out.requests.append(AnnotationRequest(
             session_id=event.session_id, query=event.query, bucket=bucket, ranker=event.ranker,
-            variant=variant, k=k, docs=missing, judged=len(union) - len(missing), ts=event.ts))
+            variant=variant, k=k, docs=missing, judged=len(union) - len(missing), ts=event.ts,
+            documents=shown_documents(event, wanted)))
     out.records.append(record)
 
 

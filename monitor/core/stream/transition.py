@@ -1,15 +1,17 @@
 """What one step of the join reads (:class:`Loaded`) and writes (:class:`Transition`, with the
-:class:`Delta` s it adds to the aggregates and the :class:`AnnotationRequest` s it publishes): the
-contract between :func:`monitor.core.stream.join.step` and the stores that load and commit it."""
+:class:`Delta` s it adds to the aggregates and the :class:`AnnotationRequest` s it publishes, with the
+text of their documents, :func:`shown_documents`): the contract between
+:func:`monitor.core.stream.join.step` and the stores that load and commit it."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 
 from msgspec import Struct, field
 
-from monitor.core.events import Deploy
+from monitor.core.events import TEXT_FIELDS, Deploy, Impression
 from monitor.core.stream.counters import Counter
 from monitor.core.stream.held_grades import Labels, SharedGrades, Stamps
 from monitor.core.stream.session import SessionRecord
@@ -32,6 +34,32 @@ class AnnotationRequest:
     docs: list[str]
     judged: int
     ts: float
+    documents: dict[str, dict[str, str]] = dataclass_field(default_factory=dict)
+    """What the impression's results said of the documents asked about (``title``, ``snippet``, ``url``,
+    those given), for annotators; only documents with some text are in it."""
+
+
+#: the most characters of text an annotation request carries (a document past it goes without: the
+#: request stays far below Kafka's default 1 MB message size, whatever the results)
+MAX_REQUEST_TEXT = 100_000
+
+
+def shown_documents(event: Impression, wanted: set[str]) -> dict[str, dict[str, str]]:
+    """The text the impression's results (served, then shadow) give of the ``wanted`` documents, for an
+    annotation request: doc_id → its ``title``, ``snippet``, ``url`` (those given); the first result of a
+    document with any text wins, in list order, up to :data:`MAX_REQUEST_TEXT` characters in all."""
+    out: dict[str, dict[str, str]] = {}
+    total = 0
+    for results in (event.results, *(s.results for s in event.shadow)):
+        for result in results:
+            if result.doc_id in wanted and result.doc_id not in out:
+                values = (result.title, result.snippet, result.url)
+                text = {name: v for name, v in zip(TEXT_FIELDS, values, strict=True) if v is not None}
+                size = sum(map(len, text.values()))
+                if text and total + size <= MAX_REQUEST_TEXT:
+                    out[result.doc_id] = text
+                    total += size
+    return out
 
 
 class Delta(Struct):
