@@ -29,6 +29,7 @@ environment (docs/annotate.md has the table):
     MONITOR_ANNOTATE_DOC_URL, MONITOR_ANNOTATE_DOCUMENTS   a URL template for documents, a JSONL of them
     MONITOR_ANNOTATE_RECONCILE_INTERVAL  seconds between reconciliations with Label Studio (300)
     MONITOR_ANNOTATE_SCOPE               query (default) or session
+    MONITOR_ANNOTATE_IMPORT_SIZE         tasks per bulk import request to Label Studio (500)
   Kafka, Redis, topics and the app id are the worker's (MONITOR_CONFIG and MONITOR_* of docs/worker.md):
   MONITOR_KAFKA_BOOTSTRAP and MONITOR_REDIS_URL default to what `monitor services up` runs.
 """
