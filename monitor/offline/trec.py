@@ -146,9 +146,10 @@ DICT = pa.dictionary(pa.int32(), pa.string())
 
 def _scan(path: Path, fields: tuple[str, ...], check: Callable[[list[str]], str | None]) -> None:
     """Find the first bad line of a file the fast reader refused; raise InputError for it."""
-    empty = True
+    empty, lines = True, 0
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
+            lines = number
             try:
                 line = raw.decode("utf-8-sig" if number == 1 else "utf-8")  # a byte-order mark first
             except UnicodeDecodeError as error:
@@ -165,7 +166,8 @@ def _scan(path: Path, fields: tuple[str, ...], check: Callable[[list[str]], str 
             if reason is not None:
                 raise InputError(str(path), number, reason)
     if empty:
-        raise InputError(str(path), None, f"the file is empty: expected lines of {len(fields)} fields "
+        what = "the file is empty" if lines == 0 else f"the file has only blank lines ({lines})"
+        raise InputError(str(path), None, f"{what}: expected lines of {len(fields)} fields "
                                           f"({' '.join(fields)})")
     raise InputError(str(path), None, "unreadable (no single bad line found)")
 
@@ -220,6 +222,8 @@ def read_run(path: str | Path) -> Run:
     except (pa.ArrowInvalid, UnicodeDecodeError):
         _scan(path, RUN_FIELDS, _check_run_fields)
         raise  # pragma: no cover - _scan always raises
+    if table.num_rows == 0:  # nothing but blank lines: the fast reader takes them as no rows
+        _scan(path, RUN_FIELDS, _check_run_fields)
     scores = np.concatenate([chunk.to_numpy(zero_copy_only=False) for chunk in table["score"].chunks]
                             or [np.zeros(0)])  # a null (an empty field) becomes nan, refused below
     if not np.isfinite(scores).all():
@@ -246,6 +250,8 @@ def read_qrels(path: str | Path, scale: Scale) -> Qrels:
     except (pa.ArrowInvalid, UnicodeDecodeError):
         _scan(path, QRELS_FIELDS, lambda parts: _check_grade(parts[3], scale))
         raise  # pragma: no cover
+    if table.num_rows == 0:  # nothing but blank lines: the fast reader takes them as no rows
+        _scan(path, QRELS_FIELDS, lambda parts: _check_grade(parts[3], scale))
     names, grade_index = _indexed(table["grade"])
     gains, levels, relevant = [], [], []
     for name in names.to_pylist():

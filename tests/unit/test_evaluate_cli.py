@@ -233,6 +233,17 @@ def test_an_empty_file_is_called_empty(tmp_path: Path, capsys: pytest.CaptureFix
     assert code == 2 and f"{empty}: the file is empty: expected lines of" in err and fields in err
 
 
+@pytest.mark.parametrize("which", ["qrels", "run"])
+def test_a_file_of_blank_lines_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str], which: str) -> None:
+    """Blank lines only: the fast reader finds no rows (no error of its own), and an empty table would look
+    like an evaluation of nothing; it is refused as the empty file is."""
+    blank = tmp_path / "blank.txt"
+    blank.write_bytes(b"\n  \n\t\n")
+    files = [str(blank), str(EXAMPLES / "run.txt")] if which == "qrels" else [str(EXAMPLES / "qrels.txt"), str(blank)]
+    code, out, err = run_cli(capsys, *files)
+    assert code == 2 and out == "" and f"{blank}: the file has only blank lines (3): expected lines of" in err
+
+
 def test_a_byte_order_mark_is_read_past(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A UTF-8 byte-order mark (an editor on Windows writes one) is not part of the first query id."""
     code, expected, _ = run_cli(capsys, str(EXAMPLES / "qrels.txt"), str(EXAMPLES / "run.txt"), "--per-query")
