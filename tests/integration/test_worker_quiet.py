@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from monitor.core.grades import FOUR_LEVEL_SCALE
+from monitor.sim.config import DEFAULT_START_TS
 from monitor.sim.records import SimEvent
 from monitor.store.memory import MemoryPipeline
 from tests.support.quiet_flood import quiet_stream
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.integration
 def test_a_quiet_partition_closes_its_sessions_in_the_worker_as_in_process(
         kafka_bootstrap: str, redis_url: str, tmp_path: Path) -> None:
     stream = Stream(kafka_bootstrap, partitions=4)
-    events, quiet = quiet_stream(stream.partitions)
+    events, quiet = quiet_stream(stream.partitions, base=DEFAULT_START_TS)  # a worker refuses times before 2000
     records = [SimEvent(topic, key, value, 0.0) for topic, key, value in events]
     expected = in_process(records, stream.partitions)
     stuck = MemoryPipeline(replace(CONFIG, idle_after=1e9), FOUR_LEVEL_SCALE, partitions=stream.partitions)

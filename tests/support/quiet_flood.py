@@ -27,19 +27,21 @@ def sid_on(partition: int, partitions: int, prefix: str, count: int) -> list[str
     return out
 
 
-def quiet_stream(partitions: int = 2) -> tuple[Events, list[str]]:
+def quiet_stream(partitions: int = 2, base: float = 0.0) -> tuple[Events, list[str]]:
     """Partition 0 gets 20 sessions (half labelled, half not), then nothing; the other partitions get a
-    session every 30 s for two hours, all labelled. Returns the events and partition 0's sessions."""
+    session every 30 s for two hours, all labelled. Returns the events and partition 0's sessions. Event
+    times start at ``base`` + 1000 s: toy times for a core without a wall clock; a worker (whose clock
+    refuses times before 2000) needs a real ``base``."""
     events: Events = []
     quiet = sid_on(0, partitions, "quiet-", 20)
     for i, sid in enumerate(quiet):
-        events.append(("impressions", sid.encode(), impression(sid, 1000.0 + i, ["a", "b"])))
+        events.append(("impressions", sid.encode(), impression(sid, base + 1000.0 + i, ["a", "b"])))
         if i % 2 == 0:
             events.append(("annotations", sid.encode(), label(sid, "a", 3)))
             events.append(("annotations", sid.encode(), label(sid, "b", 1)))
     busy = [s for p in range(1, partitions) for s in sid_on(p, partitions, f"busy{p}-", 240)]
     for i, sid in enumerate(sorted(busy, key=lambda s: (int(s.split("-")[1]), s))):
-        ts = 1100.0 + 30.0 * (i // (partitions - 1))
+        ts = base + 1100.0 + 30.0 * (i // (partitions - 1))
         events.append(("impressions", sid.encode(), impression(sid, ts, ["c", "d"])))
         events.append(("annotations", sid.encode(), label(sid, "c", 2)))
         events.append(("annotations", sid.encode(), label(sid, "d", 0)))

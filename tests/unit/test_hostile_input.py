@@ -115,7 +115,7 @@ def test_labels_before_the_first_impression_change_no_number(seed: int, share: f
     events = world(seed)
     rng = random.Random(seed)
     keys = sorted({e[1] for e in events if e[0] == "annotations"})
-    chosen = {k for k in keys if rng.random() < share}
+    chosen = {k for k in keys if rng.random() < share} or set(keys[:1])  # a small share of few keys: one
     moved = [e for e in events if e[0] == "annotations" and e[1] in chosen]
     ids = {id(e) for e in moved}
     first = moved + [e for e in events if id(e) not in ids]
