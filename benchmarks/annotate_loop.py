@@ -272,12 +272,14 @@ async def run_loop(args: argparse.Namespace, url: str, bridge_token: str, admin_
     bridge_url, worker_url = f"http://127.0.0.1:{bridge_port}", f"http://127.0.0.1:{worker_port}"
     processes: list[subprocess.Popen[bytes]] = []
     logs = []
+    log_dir = args.log_dir or folder
+    log_dir.mkdir(parents=True, exist_ok=True)
     run = Run()
     stop = asyncio.Event()
     project = 0
     try:
         for name, env in (("bridge", bridge_env), ("worker", worker_env)):
-            logs.append((folder / f"{name}-{tag}.log").open("wb"))
+            logs.append((log_dir / f"{name}-{tag}.log").open("wb"))
             processes.append(subprocess.Popen([sys.executable, "-m", "monitor",
                                                "annotate" if name == "bridge" else "worker"],
                                               env=env, stdout=logs[-1], stderr=subprocess.STDOUT))
@@ -336,13 +338,17 @@ async def run_loop(args: argparse.Namespace, url: str, bridge_token: str, admin_
 def report(args: argparse.Namespace, rate: float, pace: float, specs: list[RaterSpec], total: int,
            start_wall: float, run: Run, pool: AnnotatorPool, tasks: list[dict[str, Any]],
            bridge_metrics: list[tuple[str, dict[str, str], float]]) -> None:
-    created_by_query: dict[str, list[float]] = defaultdict(list)
+    first_task: dict[str, dict[str, float]] = defaultdict(dict)  # query → doc → its first task's time
+    tasks_per_pair: dict[tuple[str, str], int] = defaultdict(int)
     for task in tasks:
-        query = (task.get("data") or {}).get("query")
+        data = task.get("data") or {}
+        query, doc_id = data.get("query"), str(data.get("doc_id"))
         if isinstance(query, str) and query in run.produced:
-            created_by_query[query].append(datetime.fromisoformat(task["created_at"]).timestamp())
-    to_tasks = [max(times) - run.produced[q] for q, times in created_by_query.items()
-                if len(times) == DOCS_PER_REQUEST]
+            at = datetime.fromisoformat(task["created_at"]).timestamp()
+            first_task[query][doc_id] = min(at, first_task[query].get(doc_id, at))
+            tasks_per_pair[query, doc_id] += 1
+    to_tasks = [max(docs.values()) - run.produced[q] for q, docs in first_task.items()
+                if len(docs) == DOCS_PER_REQUEST]
     ours = [t for t in tasks if (t.get("data") or {}).get("query") in run.produced]
     stamps = sorted(datetime.fromisoformat(t["created_at"]).timestamp() for t in ours)
     to_event = [run.events[g.annotation_id] - g.submitted for g in pool.grades
@@ -374,7 +380,8 @@ def report(args: argparse.Namespace, rate: float, pace: float, specs: list[Rater
           f"truth = hash of the pair key.")
     print(f"Requests produced: {total}; tasks of them in Label Studio: {len(ours)} of "
           f"{total * DOCS_PER_REQUEST} "
-          f"({labelled} labelled); all tasks in the project: {len(tasks)}")
+          f"({labelled} labelled); pairs with more than one task: "
+          f"{sum(n > 1 for n in tasks_per_pair.values())}; all tasks in the project: {len(tasks)}")
     if len(stamps) >= 2:
         print(f"Tasks created per second (Label Studio created_at, first to last): "
               f"{(len(stamps) - 1) / (stamps[-1] - stamps[0]):.2f}")
@@ -388,6 +395,13 @@ def report(args: argparse.Namespace, rate: float, pace: float, specs: list[Rater
     print(f"(b) annotation submitted -> its event on the annotations topic: {quantiles(to_event)}")
     print(f"(c) annotation submitted -> counted by the worker (0.2 s samples): {quantiles(to_worker)}; "
           f"worker's counter at the end: {int(run.counted[-1][1]) if run.counted else 'never read'}")
+    shown = ("webhooks", "grades", "errors", "tasks_created")
+    counters = {n + "".join(f"{{{v}}}" for v in labels.values()): value
+                for n, labels, value in bridge_metrics
+                if n.startswith(BRIDGE_PREFIX) and n.endswith("_total") and any(w in n for w in shown)}
+    print("Bridge counters at the end: " + ", ".join(f"{k.removeprefix(BRIDGE_PREFIX)} {v:g}"
+                                                     for k, v in sorted(counters.items())))
+    print(f"Pool's listings of open tasks: {pool.listings} pages, {pool.listing_seconds:.1f} s in all")
     print(f"Bridge backlog (requests): max {max((b[1] for b in during), default=math.nan):g}, "
           f"slope over the second half {slope:+.3f} requests/min ({len(half)} samples)")
     by_kind: dict[str, list[int]] = defaultdict(list)
@@ -423,6 +437,7 @@ def main() -> int:
                         help="share of pairs the bridge sends to two annotators (MONITOR_ANNOTATE_OVERLAP)")
     parser.add_argument("--concurrency", type=int, default=4, help="annotations in flight at once")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--log-dir", type=Path, help="keep the bridge's and the worker's logs here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="annotate-loop-") as folder:
         servers: list[Any] = []

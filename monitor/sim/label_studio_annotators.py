@@ -153,6 +153,9 @@ class AnnotatorPool:
     errors: list[str] = field(default_factory=list)
     skipped_unknown: set[int] = field(default_factory=set)
     """open tasks whose truth is unknown (never graded)"""
+    listings: int = 0
+    listing_seconds: float = 0.0
+    """pages of open tasks read and the time they took: the pool's own load on Label Studio"""
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _done: dict[int, set[int]] = field(default_factory=dict)  # task → users it was given to (submitted)
     _flight: dict[int, set[int]] = field(default_factory=dict)  # task → users whose POST is under way
@@ -212,12 +215,16 @@ class AnnotatorPool:
         query = urllib.parse.quote(OPEN_FILTER)
         path = (f"/api/tasks?project={self.project}&page={page}&page_size={self.page_size}&fields=all"
                 f"&query={query}")
+        started = time.monotonic()
         try:
             body = await _call(session, self.url, self.token, "GET", path)
         except LabelStudioAPIError as error:
             if "HTTP 404" in str(error):  # past the last page
                 return []
             raise
+        finally:
+            self.listings += 1
+            self.listing_seconds += time.monotonic() - started
         return list(body["tasks"] if isinstance(body, dict) else body)
 
     async def _open_work(self, session: aiohttp.ClientSession) -> list[tuple[int, dict[str, Any], Annotator]]:
