@@ -23,9 +23,13 @@ signal). ``PATCH /api/tasks/<id>`` goes through ``TaskSimpleSerializer``, which 
 ``precomputed_agreement`` and ``allow_skip``: both ``overlap`` and ``is_labeled`` are writable, and a
 PATCH does not recompute ``is_labeled``. So ``PATCH {"overlap": 2, "is_labeled": false}`` on a task
 labelled by one annotation makes it wait for a second annotator; after two, ``PATCH {"overlap": 3,
-"is_labeled": false}`` reopens it for a third, and the third user's annotation labels it again. A
-second annotation by the *same* user does not count towards the overlap (distinct users), which is
-why the pool never gives a task twice to one annotator.
+"is_labeled": false}`` reopens it for a third, and the third user's annotation labels it again.
+``PATCH {"overlap": 3}`` alone leaves a labelled task labelled (nothing recomputes the flag until the next
+annotation), so ``is_labeled: false`` must go with it. Before any annotation, ``overlap`` alone is enough
+(the flag is already false). A second annotation by the *same* user is stored and counted in
+``total_annotations`` but does not count towards the overlap (distinct users), which is why the pool
+never gives a task twice to one annotator. (``GET /api/tasks/<id>`` expands an annotation's
+``completed_by`` into the user's object; the task list gives the id.)
 """
 
 from __future__ import annotations

@@ -72,8 +72,8 @@ def test_simulated_annotators_fill_each_task_to_its_overlap(label_studio: LabelS
     tasks = sorted(handle.tasks(project), key=lambda t: t["id"])
     unknown = tasks[-1]["id"]
     doubled = [t["id"] for t in tasks[:24:3]]
-    for task_id in doubled:  # before any annotation: overlap 2 from the start
-        handle.api("PATCH", f"/api/tasks/{task_id}", {"overlap": 2, "is_labeled": False})
+    for k, task_id in enumerate(doubled):  # before any annotation: overlap alone, or with the flag
+        handle.api("PATCH", f"/api/tasks/{task_id}", {"overlap": 2} if k % 2 else {"overlap": 2, "is_labeled": False})
 
     def level(data: Any) -> int | None:
         return truth.get(str(data.get("pair")))
