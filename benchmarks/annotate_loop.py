@@ -314,6 +314,7 @@ async def run_loop(args: argparse.Namespace, url: str, bridge_token: str, admin_
                     and graded <= run.events.keys() and counted >= len(run.event_order)):
                 break
             await asyncio.sleep(1.0)
+        say("drained" if time.monotonic() < deadline else "not drained by the deadline: figures as they are")
         pool.stop()
         await grading
         await asyncio.sleep(1.0)
@@ -401,6 +402,10 @@ def report(args: argparse.Namespace, rate: float, pace: float, specs: list[Rater
                 if n.startswith(BRIDGE_PREFIX) and n.endswith("_total") and any(w in n for w in shown)}
     print("Bridge counters at the end: " + ", ".join(f"{k.removeprefix(BRIDGE_PREFIX)} {v:g}"
                                                      for k, v in sorted(counters.items())))
+    times = sorted(g.submitted for g in pool.grades)
+    if len(times) >= 2:
+        print(f"Grades submitted per second (first to last): {(len(times) - 1) / (times[-1] - times[0]):.2f} "
+              f"(pace asked: {pace:.1f})")
     print(f"Pool's listings of open tasks: {pool.listings} pages, {pool.listing_seconds:.1f} s in all")
     print(f"Bridge backlog (requests): max {max((b[1] for b in during), default=math.nan):g}, "
           f"slope over the second half {slope:+.3f} requests/min ({len(half)} samples)")
