@@ -518,6 +518,48 @@ def pipeline() -> Json:
               targets((f"min(search_relevance_rollup_age_seconds{{{job}}})", "age"),
                       (f"max(search_relevance_rollup_duration_seconds{{{job}}})", "last computation")),
               width=12, height=7, unit="s"),
+        row(lay, "Annotators"),
+        panel(lay, "timeseries", "Agreement per bucket (Krippendorff's alpha, ordinal)",
+              "Of the overlapped pairs' first two grades over the bridge's agreement window "
+              "(search_relevance_annotate_agreement_alpha; the dashed line is the threshold). Low with a "
+              "steady DCG: the raters, not the ranker (runbook SearchRelevanceRaterAgreementLow).",
+              targets(("max by (bucket) (search_relevance_annotate_agreement_alpha)", "{{bucket}}"),
+                      ('max(search_relevance_annotate_agreement_threshold{measure="alpha"})', "threshold")),
+              width=8, decimals=2),
+        panel(lay, "timeseries", "Each annotator against their peers (quadratic kappa)",
+              "search_relevance_annotate_annotator_kappa per hashed annotator label: one low line is one "
+              "careless or drifting rater; all low with few annotators, see gold accuracy.",
+              targets(("max by (annotator) (search_relevance_annotate_annotator_kappa)", "{{annotator}}"),
+                      ('max(search_relevance_annotate_agreement_threshold{measure="kappa"})', "threshold")),
+              width=8, decimals=2),
+        panel(lay, "timeseries", "Gold accuracy per annotator (exact)",
+              "Share of gold tasks graded exactly right (search_relevance_annotate_annotator_gold_accuracy): "
+              "exact low but within one step high is a drift; both low, random answers.",
+              targets(("max by (annotator) "
+                       '(search_relevance_annotate_annotator_gold_accuracy{match="exact"})', "{{annotator}}"),
+                      ('max(search_relevance_annotate_agreement_threshold{measure="gold_exact"})',
+                       "threshold")),
+              width=8, unit="percentunit"),
+        panel(lay, "timeseries", "Values below their threshold",
+              "How many rater-quality values are low with enough counts behind them "
+              "(search_relevance_annotate_agreement_low == 1); SearchRelevanceRaterAgreementLow fires after "
+              "30 minutes.",
+              targets(("count(max by (measure, bucket, annotator) (search_relevance_annotate_agreement_low) "
+                       "== 1) or vector(0)", "low")),
+              width=8, height=7),
+        panel(lay, "timeseries", "Second and third opinions, gold tasks",
+              "Tasks sent to two annotators, reopened for a third (two grades more than a step apart) and "
+              "gold tasks mixed in, per hour. With honest annotators 1-2% of overlapped pairs need a third.",
+              targets(("sum(increase(search_relevance_annotate_overlap_tasks_total[1h]))", "overlap"),
+                      ("sum(increase(search_relevance_annotate_third_opinions_total[1h]))", "third"),
+                      ("sum(increase(search_relevance_annotate_gold_tasks_total[1h]))", "gold")),
+              width=8, height=7),
+        panel(lay, "timeseries", "Annotation bridge backlog",
+              "Requests waiting for their tasks and how long the oldest has waited "
+              "(SearchRelevanceAnnotateBehind above 15 minutes).",
+              targets(("max(search_relevance_annotate_backlog_requests)", "requests waiting"),
+                      ("max(search_relevance_annotate_oldest_request_age_seconds)", "oldest, s")),
+              width=8, height=7),
     ]
     variables = [
         datasource_variable(),
@@ -527,7 +569,7 @@ def pipeline() -> Json:
                        multi=True),
     ]
     return dashboard("srm-pipeline", "Search relevance: pipeline health",
-                     "Kafka consumption, the label join, dead letters, Redis and the workers.",
+                     "Kafka consumption, the label join, dead letters, Redis, the workers, the annotators.",
                      variables, deploys(".*"), panels)
 
 

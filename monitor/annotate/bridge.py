@@ -1,5 +1,9 @@
 """The bridge's work: requests → Label Studio tasks, Label Studio annotations → annotation events.
 
+Longer than 400 lines because both directions share one project's Redis state and its per-task locks:
+the start-up walk records tasks the request path made and syncs grades the webhook path missed, and
+the overlap and gold tasks the request path makes are what the webhook path measures.
+
 State lives in Redis (``<prefix>:annotate:<project>:…``; on a Redis Cluster ``…:annotate:{<project>}:…``,
 one slot per project, so that the two hashes written in one transaction can be), so a bridge killed and
 restarted neither loses nor repeats anything:
@@ -14,7 +18,16 @@ restarted neither loses nor repeats anything:
   deletion makes an older annotation the pair's grade again, it is sent with the last ``ts`` sent (a tie,
   which the later delivered wins), not with its own older change time, which would lose;
 * ``annotations``: annotation id → task id, for deletions (Label Studio's delete webhook names only the
-  annotation).
+  annotation);
+* rater quality: ``quality:…`` (:mod:`monitor.annotate.quality`), ``overlap``, task id → the overlap the
+  bridge asked for, and ``counts``, the ordinary and gold tasks made (for the gold share).
+
+Which grade a pair gets when several annotators graded it, when a second and a third annotator are asked,
+and what agreement is measured on, is :mod:`monitor.annotate.ratings` (the policy of
+:mod:`monitor.core.agreement.policy`): the overlap share of pairs is sent to two annotators when their
+task is made, a pair whose two grades differ by more than a step is reopened for a third, and gold tasks
+are mixed in after each import so that ``gold_share`` of the tasks are gold; a gold task's grade is
+counted against its known grade and never produced as an annotation event.
 
 Request offsets are committed to Kafka only after every task of the batch exists; while Label Studio is
 down the batch is retried (with a growing pause) and nothing after it is read, so requests wait.
@@ -40,18 +53,23 @@ from redis.asyncio import RedisCluster
 
 from monitor.annotate.client import LabelStudio, LabelStudioError
 from monitor.annotate.metrics import BridgeMetrics
-from monitor.annotate.settings import SECRET_HEADER, AnnotateSettings
+from monitor.annotate.quality import RaterCounts
+from monitor.annotate.ratings import choice, contribution, in_overlap, ratings, wanted_overlap
+from monitor.annotate.settings import SECRET_HEADER, AnnotateSettings, GoldPair
 from monitor.annotate.tasks import (
     LABEL_CONFIG,
     WEBHOOK_ACTIONS,
+    Document,
     GradeGiven,
     RequestError,
-    current_grade,
+    describe,
     pair_key,
     parse_request,
     request_document,
     task_data,
 )
+from monitor.core.agreement.policy import gold_to_add
+from monitor.core.agreement.tally import RaterTally
 from monitor.store.client import RedisClient
 
 log = logging.getLogger("monitor.annotate")
@@ -59,7 +77,25 @@ log = logging.getLogger("monitor.annotate")
 Produce = Callable[[bytes, bytes], Awaitable[None]]
 #: a task with nothing to show is logged at its first occurrence and then once per this many
 WARN_EVERY = 1000
+#: a gold task's ``pair`` starts with this (then its gold pair's key and its number), so that it is never
+#: taken for a requested pair's task
+GOLD_PREFIX = "gold:"
 T = TypeVar("T")
+
+
+def gold_task_data(gold: GoldPair, number: int, fallback: Document) -> dict[str, Any]:
+    """The ``data`` of the ``number``-th gold task, for ``gold``: what annotators see is made as for any
+    task (the gold file's title, snippet and URL, else the documents file's or the URL template's)."""
+    document = gold.document.or_else(fallback)
+    data: dict[str, Any] = {
+        "query": gold.query, "doc_id": gold.doc_id, "document": describe(gold.doc_id, document),
+        "pair": f"{GOLD_PREFIX}{pair_key(gold.query, gold.doc_id)}:{number}", "bucket": gold.bucket,
+        "sessions": [], "session_count": 0,
+    }
+    for name in ("title", "snippet", "url"):
+        if getattr(document, name):
+            data[name] = getattr(document, name)
+    return data
 
 
 def annotation_event(query: str, doc_id: str, given: GradeGiven, task_id: int,
@@ -126,6 +162,7 @@ class Bridge:
         self.project: int | None = None
         self.session_scope = settings.scope == "session"
         self._locks: dict[int, asyncio.Lock] = {}
+        self.counts = RaterCounts(redis, settings.agreement_window)
         self._without_text = 0
 
     def _key(self, name: str) -> str:
@@ -221,6 +258,55 @@ class Bridge:
                                                            zip(chunk, ids, strict=True)})
         self.metrics.task_imports.inc()
         self.metrics.tasks_created.inc(len(ids))
+        for (key, _), task_id in zip(chunk, ids, strict=True):
+            if in_overlap(key, self.settings.overlap_share):
+                await self._retrying(functools.partial(self._overlap_at_import, task_id))
+        await self._mix_gold(len(ids))
+
+    async def _mix_gold(self, made: int) -> None:
+        """After ``made`` ordinary tasks: import the gold tasks that keep ``gold_share`` of all tasks gold
+        (``policy.gold_to_add``), going round the gold file's pairs in a fixed order."""
+        if not self.settings.gold or self.settings.gold_share <= 0.0:
+            return
+        tasks = int(await self.redis.hincrby(self._key("counts"), "tasks", made))
+        gold = int(await self.redis.hget(self._key("counts"), "gold") or 0)
+        add = gold_to_add(tasks, gold, self.settings.gold_share)
+        if not add:
+            return
+        pairs = [self.settings.gold[key] for key in sorted(self.settings.gold)]
+        chosen = [pairs[n % len(pairs)] for n in range(gold, gold + add)]
+        datas = [gold_task_data(pair, n, self.settings.document(pair.doc_id))
+                 for n, pair in zip(range(gold, gold + add), chosen, strict=True)]
+        await self._retrying(functools.partial(self.ls.import_tasks, self._project(), datas))
+        await self.redis.hincrby(self._key("counts"), "gold", add)
+        self.metrics.gold_tasks.inc(add)
+
+    async def _overlap_at_import(self, task_id: int) -> None:
+        """Two annotators for a new task of the overlap share, under the task's lock: a sync of a grade
+        given meanwhile (the task was open with overlap 1 for a moment) has then asked already, and
+        this does not reopen the task after its second grade."""
+        async with self._locks.setdefault(task_id, asyncio.Lock()):
+            await self._ensure_overlap(task_id, 1, 2, 0, None)
+
+    async def _ensure_overlap(self, task_id: int, have: int, wanted: int, graded: int,
+                              labeled: bool | None) -> None:
+        """Ask ``wanted`` annotators for the task if it has fewer (``have``: Label Studio's ``overlap``;
+        the bridge's own record of what it asked counts too). Called under the task's lock, with
+        ``graded`` (distinct annotators) and ``labeled`` (Label Studio's flag; None: not read) as just
+        read. A task whose flag says open although enough annotators graded it (a request that crossed
+        an annotation's save) is marked done, so it does not wait for ever."""
+        asked = await self.redis.hget(self._key("overlap"), str(task_id))
+        held = max(have, int(asked) if asked is not None else 1)
+        if wanted <= held:
+            if labeled is False and graded >= held:
+                await self.ls.set_overlap(task_id, held, labeled=True)
+            return
+        await self.ls.set_overlap(task_id, wanted, labeled=graded >= wanted)
+        await self.redis.hset(self._key("overlap"), str(task_id), wanted)
+        if wanted == 2:
+            self.metrics.overlap_tasks.inc()
+        else:
+            self.metrics.third_opinions.inc()
 
     async def _not_imported(self, chunk: list[tuple[str, dict[str, Any]]],
                             ago: float) -> list[tuple[str, dict[str, Any]]]:
@@ -261,12 +347,12 @@ class Bridge:
         lock = self._locks.setdefault(task_id, asyncio.Lock())
         async with lock:
             if task is None or "annotations" not in task:
-                task = await self.ls.task(task_id)
+                task = await self.ls.task(task_id)  # with its annotations: one request
                 if task is None:
                     return False
-                annotations = await self.ls.annotations(task_id)
-            else:
-                annotations = list(task["annotations"])
+                if not isinstance(task.get("annotations"), list):
+                    task = {**task, "annotations": await self.ls.annotations(task_id)}
+            annotations = list(task["annotations"])
             data = task.get("data") or {}
             query, doc_id = data.get("query"), data.get("doc_id")
             if not isinstance(query, str) or not isinstance(doc_id, str):
@@ -274,7 +360,24 @@ class Bridge:
             for annotation in annotations:
                 if isinstance(annotation, dict) and isinstance(annotation.get("id"), int):
                     await self.redis.hset(self._key("annotations"), str(annotation["id"]), task_id)
-            given = current_grade(annotations)
+            found = data.get("pair")
+            pair = found if isinstance(found, str) else pair_key(query, doc_id)
+            gold = self.settings.gold.get(pair_key(query, doc_id)) if pair.startswith(GOLD_PREFIX) else None
+            if pair.startswith(GOLD_PREFIX) and gold is None:
+                return False  # a gold pair no longer in the gold file: neither counted nor produced
+            grades = ratings(annotations)
+            overlapped = gold is None and in_overlap(pair, self.settings.overlap_share)
+            counted = contribution(grades, bucket=data.get("bucket"), overlapped=overlapped,
+                                   known=None if gold is None else gold.level)
+            await self.counts.replace(self._key, task_id, counted, grades)
+            if gold is not None:
+                return False  # a gold task's grade is measured, not produced
+            have = task.get("overlap")
+            labeled = task.get("is_labeled")
+            await self._ensure_overlap(task_id, have if isinstance(have, int) else 1,
+                                       wanted_overlap(overlapped, grades), len(grades),
+                                       labeled if isinstance(labeled, bool) else None)
+            given = choice(grades)
             if given is None:
                 return False  # none yet, or every annotation deleted: the last grade sent stands
             if self.session_scope:
@@ -318,6 +421,17 @@ class Bridge:
         pipe.hset(self._key("sent_ts"), field, repr(ts))
         await pipe.execute()
 
+    async def quality(self, now: float | None = None) -> RaterTally:
+        """The rater-quality counts of the agreement window (:meth:`RaterCounts.window`)."""
+        return await self.counts.window(self._key, now)
+
+    async def refresh_quality(self) -> None:
+        """Set the rater-quality gauges from :meth:`quality` (at each scrape of ``/metrics``)."""
+        if self.project is None:
+            return
+        self.metrics.show_quality(await self.quality(), self.settings.thresholds,
+                                  keep=self.settings.max_annotators, salt=self.settings.annotator_salt)
+
     async def task_of_annotation(self, annotation_id: int) -> int | None:
         found = await self.redis.hget(self._key("annotations"), str(annotation_id))
         return int(found) if found is not None else None
@@ -340,9 +454,17 @@ class Bridge:
         async for task in self.ls.tasks(self._project(), since=since):
             data = task.get("data") or {}
             if isinstance(data.get("pair"), str) and isinstance(task.get("id"), int):
-                await self.redis.hsetnx(self._key("tasks"), data["pair"], task["id"])
-                if task.get("annotations") and await self.sync_task(task["id"], task):
-                    produced += 1
+                if not data["pair"].startswith(GOLD_PREFIX):
+                    await self.redis.hsetnx(self._key("tasks"), data["pair"], task["id"])
+                if task.get("annotations"):
+                    if await self.sync_task(task["id"], task):
+                        produced += 1
+                elif (not data["pair"].startswith(GOLD_PREFIX)  # a crash before it was asked for two
+                      and in_overlap(data["pair"], self.settings.overlap_share)):
+                    have = task.get("overlap")
+                    async with self._locks.setdefault(task["id"], asyncio.Lock()):
+                        await self._ensure_overlap(task["id"], have if isinstance(have, int) else 1, 2, 0,
+                                                   None)
         await self.redis.set(self._key("checkpoint"), started.isoformat())
         self.metrics.reconciliations.inc()
         return produced

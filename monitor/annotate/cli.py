@@ -30,6 +30,16 @@ environment (docs/annotate.md has the table):
     MONITOR_ANNOTATE_RECONCILE_INTERVAL  seconds between reconciliations with Label Studio (300)
     MONITOR_ANNOTATE_SCOPE               query (default) or session
     MONITOR_ANNOTATE_IMPORT_SIZE         tasks per bulk import request to Label Studio (500)
+  rater quality (docs/annotate.md, "Rater quality"):
+    MONITOR_ANNOTATE_OVERLAP             share of pairs sent to two annotators (0.1)
+    MONITOR_ANNOTATE_GOLD                a JSONL file of gold pairs {"query", "doc_id", "grade"}
+    MONITOR_ANNOTATE_GOLD_SHARE          share of tasks that are gold, with a gold file (0.05)
+    MONITOR_ANNOTATE_AGREEMENT           thresholds: alpha=0.667,kappa=0.5,gold=0.5,min_units=50,
+                                         min_pairs=50,min_gold=20 (any subset)
+    MONITOR_ANNOTATE_AGREEMENT_WINDOW    seconds of grades agreement is measured over (86400)
+    MONITOR_ANNOTATE_ANNOTATOR_SALT      key of the hashed annotator labels (none),
+      or MONITOR_ANNOTATE_ANNOTATOR_SALT_FILE  a file holding it
+    MONITOR_ANNOTATE_MAX_ANNOTATORS      annotators with a label of their own; the rest are other (20)
   Kafka, Redis, topics and the app id are the worker's (MONITOR_CONFIG and MONITOR_* of docs/worker.md):
   MONITOR_KAFKA_BOOTSTRAP and MONITOR_REDIS_URL default to what `monitor services up` runs.
 """

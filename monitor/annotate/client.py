@@ -16,6 +16,11 @@ from typing import Any
 
 import aiohttp
 
+#: seconds an import may take: an import that times out may still be applied (a busy SQLite Label Studio
+#: took over 30 s for 500 tasks while annotators saved grades), and one retried before it is applied is
+#: made twice, so imports wait far longer than other calls
+IMPORT_TIMEOUT = 300.0
+
 
 class LabelStudioError(RuntimeError):
     """Label Studio could not be reached or refused a request; ``status`` is None when unreachable."""
@@ -63,15 +68,17 @@ class LabelStudio:
         return f"Bearer {self._access}"
 
     async def _send(self, method: str, path: str, payload: Any = None, *, auth: bool = True,
-                    params: dict[str, Any] | None = None, renew: bool = False) -> Any:
+                    params: dict[str, Any] | None = None, renew: bool = False,
+                    timeout: float | None = None) -> Any:
         if self._session is None:
             raise RuntimeError("LabelStudio is used outside 'async with'")
         headers = {"Authorization": await self._authorization(renew)} if auth else {}
+        limit = None if timeout is None else aiohttp.ClientTimeout(total=timeout)
         try:
             async with self._session.request(method, self.url + path, json=payload, params=params,
-                                             headers=headers) as response:
+                                             headers=headers, timeout=limit) as response:
                 if response.status == 401 and auth and not renew and is_personal_access_token(self._token):
-                    return await self._send(method, path, payload, params=params, renew=True)
+                    return await self._send(method, path, payload, params=params, renew=True, timeout=timeout)
                 if response.status >= 400:
                     text = (await response.text())[:300]
                     raise LabelStudioError(f"{method} {path}: HTTP {response.status}: {text}",
@@ -118,12 +125,19 @@ class LabelStudio:
         if not datas:
             return []
         body = await self._send("POST", f"/api/projects/{project}/import", [{"data": d} for d in datas],
-                                params={"return_task_ids": "true"})
+                                params={"return_task_ids": "true"}, timeout=IMPORT_TIMEOUT)
         ids = body.get("task_ids") if isinstance(body, dict) else None
         if not isinstance(ids, list) or len(ids) != len(datas) or not all(isinstance(i, int) for i in ids):
             raise LabelStudioError(f"POST /api/projects/{project}/import: expected {len(datas)} task ids "
                                    "in the answer (a background import gives none)")
         return [int(i) for i in ids]
+
+    async def set_overlap(self, task_id: int, overlap: int, labeled: bool = False) -> None:
+        """Ask ``overlap`` annotators for the task. Label Studio sets a task's ``overlap`` from the
+        project's ``maximum_annotations`` (1 here) when it is imported and calls it done (``is_labeled``)
+        once it has that many annotations; it does not recompute ``is_labeled`` when ``overlap`` is
+        patched, so ``labeled`` is sent with it (False: the task goes back to the annotators' queue)."""
+        await self._send("PATCH", f"/api/tasks/{task_id}", {"overlap": overlap, "is_labeled": labeled})
 
     async def update_task_data(self, task_id: int, data: dict[str, Any]) -> None:
         await self._send("PATCH", f"/api/tasks/{task_id}", {"data": data})

@@ -7,7 +7,8 @@
   requested by many sessions has one task;
 * :func:`task_data`: a task's data from an annotation request and the document's description
   (:func:`request_document`: what the request carries of it);
-* :func:`current_grade`: the pair's grade from a task's annotations: the latest one that chose a grade.
+* :func:`annotation_grade`: the grade one annotation gives (which of several counts is
+  :mod:`monitor.annotate.ratings`).
 """
 
 from __future__ import annotations
@@ -186,13 +187,3 @@ def annotation_grade(annotation: Mapping[str, Any]) -> GradeGiven | None:
                 who = annotator if isinstance(annotator, int) else None
                 return GradeGiven(annotation["id"], grade, ts, who)
     return None
-
-
-def current_grade(annotations: Sequence[Mapping[str, Any]]) -> GradeGiven | None:
-    """The pair's grade: that of the annotation changed last (then the highest id), or None.
-
-    A correction (an updated annotation, or a later one by another annotator) is a later grade; a deleted
-    annotation is simply absent, so the grade falls back to the latest remaining one.
-    """
-    given = [g for g in (annotation_grade(a) for a in annotations) if g is not None]
-    return max(given, key=lambda g: (g.ts, g.annotation_id), default=None)

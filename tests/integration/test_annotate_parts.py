@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from monitor.annotate.bridge import Pending, annotation_event
 from monitor.annotate.metrics import BridgeMetrics
+from monitor.annotate.ratings import choice, ratings
 from monitor.annotate.settings import AnnotateSettings, describe, load_annotate_settings
 from monitor.annotate.tasks import (
     LABEL_CONFIG,
@@ -20,7 +21,6 @@ from monitor.annotate.tasks import (
     Document,
     GradeGiven,
     RequestError,
-    current_grade,
     grade_of_choice,
     pair_key,
     parse_request,
@@ -124,18 +124,22 @@ def test_a_choice_is_a_grade_by_its_alias_or_shown_value(choice: str, grade: str
     assert grade_of_choice(choice) == grade
 
 
-def test_the_pair_grade_is_the_annotation_changed_last() -> None:
+def _current(annotations: list[dict[str, Any]]) -> GradeGiven | None:
+    return choice(ratings(annotations))
+
+
+def test_one_annotators_grade_is_the_annotation_they_changed_last() -> None:
     first = annotation(1, "低", "2026-11-24T10:00:00Z")
     later = annotation(2, "高", "2026-11-24T11:00:00.5Z")
     corrected = annotation(1, "中", "2026-11-24T12:00:00Z")
-    assert current_grade([]) is None
-    assert current_grade([first, later]) == GradeGiven(2, "高", 1795518000.5, 3)
-    assert current_grade([corrected, later]).grade == "中"  # type: ignore[union-attr]
-    assert current_grade([later]).grade == "高"  # type: ignore[union-attr]  # 1 deleted: falls back
+    assert _current([]) is None
+    assert _current([first, later]) == GradeGiven(2, "高", 1795518000.5, 3)
+    assert _current([corrected, later]).grade == "中"  # type: ignore[union-attr]
+    assert _current([later]).grade == "高"  # type: ignore[union-attr]  # 1 deleted: falls back
     skipped = {**annotation(3, "无", "2026-11-24T13:00:00Z"), "was_cancelled": True}
     no_choice = {**annotation(4, "无", "2026-11-24T13:00:00Z"), "result": []}
     naive = annotation(5, "无", "2026-11-24T13:00:00")
-    assert current_grade([skipped, no_choice, naive, later]).annotation_id == 2  # type: ignore[union-attr]
+    assert _current([skipped, no_choice, naive, later]).annotation_id == 2  # type: ignore[union-attr]
 
 
 def test_an_annotation_event_is_a_valid_query_level_annotation() -> None:
@@ -258,7 +262,8 @@ async def test_a_fallback_after_a_deletion_is_sent_so_that_the_stream_takes_it(
     async def produce(key: bytes, value: bytes) -> None:
         produced.append((key, value))
 
-    settings = types.SimpleNamespace(redis_prefix=f"test-{uuid.uuid4().hex[:8]}", scope=scope)
+    settings = types.SimpleNamespace(redis_prefix=f"test-{uuid.uuid4().hex[:8]}", scope=scope, overlap_share=0.0,
+                                     gold={}, agreement_window=86400.0)
     redis = connect(request.getfixturevalue("redis_url" if store == "redis" else "redis_cluster_url"))
     try:
         bridge = Bridge(settings, None, redis, produce, BridgeMetrics(CollectorRegistry()))  # type: ignore[arg-type]

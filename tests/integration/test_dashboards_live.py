@@ -181,7 +181,9 @@ def problem_with(query: PanelQuery, fed: Fed, now: float) -> str | None:
 
 
 def test_every_dashboard_query_is_valid_and_returns_data(fed: Fed) -> None:
-    queries = panel_queries()
+    # the annotation bridge's series come from `monitor annotate`, which this stream has no Label Studio
+    # for: test_annotate_agreement_e2e.py asks those queries of a Prometheus scraping a real bridge
+    queries = [q for q in panel_queries() if "search_relevance_annotate_" not in q.expr]
     assert {q.source for q in queries} == {"panel", "annotation", "variable"}
     now = time.time()
     failures = []

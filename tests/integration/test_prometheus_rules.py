@@ -58,7 +58,7 @@ def recorded() -> list[str]:
 def test_there_are_rules_and_tests() -> None:
     assert [p.name for p in RULE_FILES] == ["annotate.yml", "canary.yml", "relevance.yml"]
     assert [p.name for p in TEST_FILES] == ["annotate_test.yml", "canary_test.yml", "relevance_test.yml"]
-    assert len(alert_blocks()) == 10 and len(recorded()) == 5
+    assert len(alert_blocks()) == 11 and len(recorded()) == 5
 
 
 @pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.name)

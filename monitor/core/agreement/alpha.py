@@ -166,10 +166,11 @@ class Coincidence:
         return sum(int(p.sum()) // (m - 1) for m, p in self.by_size.items())
 
     def matrix(self) -> FloatMatrix:
-        """The coincidence matrix ``o_ck`` (symmetric; row sums n_c)."""
+        """The coincidence matrix ``o_ck`` (symmetric; row sums n_c), summed in the order of unit sizes so
+        that the same counts give the same floats however they were merged."""
         out = np.zeros((self.levels, self.levels), dtype=np.float64)
-        for size, pairs in self.by_size.items():
-            out += pairs / (size - 1)
+        for size in sorted(self.by_size):
+            out += self.by_size[size] / (size - 1)
         return out
 
     def alpha(self, metric: Metric = "ordinal", values: Sequence[float] | None = None) -> float | None:

@@ -126,6 +126,55 @@ class RaterTally:
             out.merge(coincidence)
         return out
 
+    def fields(self) -> dict[str, int]:
+        """Every non-zero count as one field of a Redis hash that HINCRBY sums: ``b|<bucket>|m|c|k``
+        (coincidences), ``p|<annotator>|i|j`` (peers), ``g|<annotator>|i|j`` (gold). Buckets and
+        annotators are the last ``|``-free part before the counts' own fields, so they may not hold ``|``.
+
+        >>> t = RaterTally(4); t.add_unit("head", {"7": 3, "9": 2}); t.add_gold("7", 1, 1)
+        >>> sorted(t.fields())
+        ['b|head|2|2|3', 'b|head|2|3|2', 'g|7|1|1', 'p|7|3|2', 'p|9|2|3']
+        >>> RaterTally.from_fields(4, t.fields()) == t
+        True
+        """
+        out: dict[str, int] = {}
+        for bucket, coincidence in self.buckets.items():
+            _no_bar(bucket, "bucket")
+            out.update({f"b|{bucket}|{name}": n for name, n in coincidence.fields().items()})
+        for tag, own in (("p", self.peers), ("g", self.gold)):
+            for rater, matrix in own.items():
+                _no_bar(rater, "annotator")
+                out.update({f"{tag}|{rater}|{name}": n for name, n in matrix.fields().items()})
+        return out
+
+    @classmethod
+    def from_fields(cls, levels: int, fields: Mapping[str, int | str | bytes]) -> RaterTally:
+        """The inverse of :meth:`fields` (counts as Redis returns them, bytes or text, are read as
+        integers); :class:`MonitorError` naming a field it cannot read."""
+        coincidences: dict[str, dict[str, int]] = {}
+        matrices: dict[tuple[str, str], dict[str, int]] = {}
+        for name, raw in fields.items():
+            text = name.decode() if isinstance(name, bytes) else str(name)
+            try:
+                count = int(raw)
+            except (TypeError, ValueError):
+                raise MonitorError(f"rater field {text!r}: count {raw!r} is not an integer") from None
+            tag, _, rest = text.partition("|")
+            if tag == "b" and rest.count("|") >= 3:
+                bucket, m, c, k = rest.rsplit("|", 3)
+                coincidences.setdefault(bucket, {})[f"{m}|{c}|{k}"] = count
+            elif tag in ("p", "g") and rest.count("|") >= 2:
+                rater, i, j = rest.rsplit("|", 2)
+                matrices.setdefault((tag, rater), {})[f"{i}|{j}"] = count
+            else:
+                raise MonitorError(f"rater field {text!r} is not b|bucket|m|c|k, p|who|i|j or g|who|i|j")
+        out = cls(levels)
+        for bucket, counts in coincidences.items():
+            out.buckets[bucket] = Coincidence.from_fields(levels, counts)
+        for (tag, rater), counts in matrices.items():
+            (out.peers if tag == "p" else out.gold)[rater] = GradeMatrix.from_fields(levels, counts)
+        return out
+
     def merged_by(self, labels: Mapping[str, str]) -> RaterTally:
         """The same counts with each annotator under ``labels[annotator]`` (several annotators under one
         label, e.g. ``other``, summed); :class:`MonitorError` for an annotator without a label."""
@@ -137,6 +186,11 @@ class RaterTally:
                     raise MonitorError(f"annotator {rater!r} has no label")
                 own.setdefault(labels[rater], GradeMatrix.empty(self.levels)).merge(matrix)
         return out
+
+
+def _no_bar(name: str, what: str) -> None:
+    if not name or "|" in name:
+        raise MonitorError(f"a {what} in a rater field must be non-empty and hold no '|', got {name!r}")
 
 
 Status = Literal["low", "ok", "inconclusive"]
