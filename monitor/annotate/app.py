@@ -128,6 +128,7 @@ async def run(settings: AnnotateSettings) -> None:
             await runner.setup()
             await web.TCPSite(runner, settings.host, settings.port).start()
             jobs.append(asyncio.create_task(http.drain()))
+            jobs.append(asyncio.create_task(bridge.apply_overlaps()))
             await _until_done("set-up", bridge.setup, metrics)
             produced = await _until_done("reconciliation", bridge.reconcile, metrics)
             log.info("ready: project %s, %d grades produced by the start-up reconciliation",

@@ -80,6 +80,8 @@ WARN_EVERY = 1000
 #: a gold task's ``pair`` starts with this (then its gold pair's key and its number), so that it is never
 #: taken for a requested pair's task
 GOLD_PREFIX = "gold:"
+#: overlap requests to Label Studio at once (:meth:`Bridge.apply_overlaps`)
+OVERLAP_WORKERS = 4
 T = TypeVar("T")
 
 
@@ -163,6 +165,8 @@ class Bridge:
         self.session_scope = settings.scope == "session"
         self._locks: dict[int, asyncio.Lock] = {}
         self.counts = RaterCounts(redis, settings.agreement_window)
+        #: new tasks of the overlap share waiting for their second annotator to be asked
+        self.overlaps: asyncio.Queue[int] = asyncio.Queue()
         self._without_text = 0
 
     def _key(self, name: str) -> str:
@@ -260,8 +264,25 @@ class Bridge:
         self.metrics.tasks_created.inc(len(ids))
         for (key, _), task_id in zip(chunk, ids, strict=True):
             if in_overlap(key, self.settings.overlap_share):
-                await self._retrying(functools.partial(self._overlap_at_import, task_id))
+                self.overlaps.put_nowait(task_id)
         await self._mix_gold(len(ids))
+
+    async def apply_overlaps(self, workers: int = OVERLAP_WORKERS) -> None:
+        """Ask Label Studio for two annotators on each new task of the overlap share, ``workers`` at a
+        time, for ever. Off the import path: a task's PATCH costs Label Studio about what creating it
+        one by one did (benchmarks/annotate.py), so doing them in line capped task creation below 100
+        tasks/s. Until its PATCH lands a task is open to one annotator, whose grade the sync counts and
+        who is then joined by a second. A crash loses the queue; the walk over tasks made since the
+        checkpoint asks again (:meth:`reconcile`)."""
+        async def work() -> None:
+            while True:
+                task_id = await self.overlaps.get()
+                try:
+                    await self._retrying(functools.partial(self._overlap_at_import, task_id))
+                finally:
+                    self.overlaps.task_done()
+
+        await asyncio.gather(*(work() for _ in range(workers)))
 
     async def _mix_gold(self, made: int) -> None:
         """After ``made`` ordinary tasks: import the gold tasks that keep ``gold_share`` of all tasks gold

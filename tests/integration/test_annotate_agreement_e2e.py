@@ -174,6 +174,7 @@ async def test_agreement_is_measured_from_label_studio_and_a_careless_annotator_
     prometheus: RulesPrometheus | None = None
     runner: web.AppRunner | None = None
     drain: asyncio.Task[None] | None = None
+    overlaps: asyncio.Task[None] | None = None
     try:
         async with LabelStudio(label_studio.url, label_studio.access_token) as ls:
             bridge = Bridge(settings, ls, redis, produce, BridgeMetrics(registry := CollectorRegistry()))
@@ -182,8 +183,10 @@ async def test_agreement_is_measured_from_label_studio_and_a_careless_annotator_
             await runner.setup()
             await web.TCPSite(runner, "127.0.0.1", port).start()
             drain = asyncio.create_task(http.drain())
+            overlaps = asyncio.create_task(bridge.apply_overlaps())
             project = await bridge.setup()
             await bridge.handle_requests(requests())
+            await asyncio.wait_for(bridge.overlaps.join(), 120)  # the second annotators asked
 
             # 1. tasks: the overlap share asks two annotators, gold tasks are the gold share
             tasks = await asyncio.to_thread(label_studio.tasks, project)
@@ -310,8 +313,9 @@ async def test_agreement_is_measured_from_label_studio_and_a_careless_annotator_
                 answer = prometheus_api(base, "query", {"query": query.expr, "time": now})
                 assert answer["status"] == "success" and answer["data"]["result"], query.expr
     finally:
-        if drain is not None:
-            drain.cancel()
+        for job in (drain, overlaps):
+            if job is not None:
+                job.cancel()
         if runner is not None:
             await runner.cleanup()
         if prometheus is not None:
