@@ -264,6 +264,30 @@ async def run(args: argparse.Namespace, url: str, token: str, redis_url: str, bo
     }
 
 
+def started(server: Any, servers: list[Any]) -> Any:
+    """``server`` started and answering, added to ``servers`` (stopped at the end, last first)."""
+    servers.append(server)
+    server.start(die_with_parent=True)
+    server.wait_ready()
+    return server
+
+
+def start_label_studio(folder: Path, servers: list[Any]) -> LabelStudioServer:
+    """A Label Studio of its own in ``folder`` (SQLite), for a run without ``--label-studio-url``."""
+    say("starting Label Studio (the first start applies its migrations: about a minute)")
+    server: LabelStudioServer = started(LabelStudioServer(folder / "ls", free_port()), servers)
+    return server
+
+
+def kafka_and_redis(args: argparse.Namespace, folder: Path, servers: list[Any]) -> tuple[str, str]:
+    """The Kafka bootstrap and the Redis URL: ``--kafka-bootstrap`` and ``--redis-url``, or servers of
+    their own started in ``folder``."""
+    bootstrap = args.kafka_bootstrap or started(KafkaServer(folder / "kafka", free_port(), free_port()),
+                                                servers).address
+    redis_url = args.redis_url or started(RedisServer(folder / "redis", free_port()), servers).address
+    return str(bootstrap), str(redis_url)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--label-studio-url")
@@ -284,26 +308,9 @@ def main() -> int:
         try:
             url, token = args.label_studio_url, args.token
             if not url:
-                say("starting Label Studio (the first start applies its migrations: about a minute)")
-                ls_server = LabelStudioServer(Path(folder) / "ls", free_port())
-                servers.append(ls_server)
-                ls_server.start(die_with_parent=True)
-                ls_server.wait_ready()
+                ls_server = start_label_studio(Path(folder), servers)
                 url, token = ls_server.address, personal_access_token(ls_server).read_text().strip()
-            bootstrap = args.kafka_bootstrap
-            if not bootstrap:
-                kafka = KafkaServer(Path(folder) / "kafka", free_port(), free_port())
-                servers.append(kafka)
-                kafka.start(die_with_parent=True)
-                kafka.wait_ready()
-                bootstrap = kafka.address
-            redis_url = args.redis_url
-            if not redis_url:
-                redis_server = RedisServer(Path(folder) / "redis", free_port())
-                servers.append(redis_server)
-                redis_server.start(die_with_parent=True)
-                redis_server.wait_ready()
-                redis_url = redis_server.address
+            bootstrap, redis_url = kafka_and_redis(args, Path(folder), servers)
             say(f"Label Studio at {url}, Redis at {redis_url}, Kafka at {bootstrap}")
             result = asyncio.run(run(args, url, token, redis_url, bootstrap, Path(folder)))
         finally:

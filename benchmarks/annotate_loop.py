@@ -63,11 +63,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-untyped]
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.annotate import kafka_and_redis, start_label_studio
 from monitor.annotate.tasks import pair_key
-from monitor.services.kafka import KafkaServer
-from monitor.services.label_studio import LabelStudioServer, personal_access_token
+from monitor.services.label_studio import personal_access_token
 from monitor.services.ports import free_port
-from monitor.services.redis_server import RedisServer
 from monitor.sim.label_studio_annotators import Annotator, AnnotatorPool, ensure_annotators, grade_name
 from monitor.sim.raters import RaterSpec
 
@@ -450,27 +449,10 @@ def main() -> int:
             url, admin_token = args.label_studio_url, args.token
             bridge_token = admin_token
             if not url:
-                say("starting Label Studio (the first start applies its migrations: about a minute)")
-                ls_server = LabelStudioServer(Path(folder) / "ls", free_port())
-                servers.append(ls_server)
-                ls_server.start(die_with_parent=True)
-                ls_server.wait_ready()
+                ls_server = start_label_studio(Path(folder), servers)
                 url, admin_token = ls_server.address, ls_server.legacy_token
                 bridge_token = personal_access_token(ls_server).read_text().strip()
-            bootstrap = args.kafka_bootstrap
-            if not bootstrap:
-                kafka = KafkaServer(Path(folder) / "kafka", free_port(), free_port())
-                servers.append(kafka)
-                kafka.start(die_with_parent=True)
-                kafka.wait_ready()
-                bootstrap = kafka.address
-            redis_url = args.redis_url
-            if not redis_url:
-                redis_server = RedisServer(Path(folder) / "redis", free_port())
-                servers.append(redis_server)
-                redis_server.start(die_with_parent=True)
-                redis_server.wait_ready()
-                redis_url = redis_server.address
+            bootstrap, redis_url = kafka_and_redis(args, Path(folder), servers)
             say(f"Label Studio at {url}, Redis at {redis_url}, Kafka at {bootstrap}")
             asyncio.run(run_loop(args, url, bridge_token, admin_token, redis_url, bootstrap, Path(folder)))
         finally:

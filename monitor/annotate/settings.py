@@ -33,7 +33,7 @@ Secrets are kept out of ``repr`` and never logged; :func:`describe` shows whethe
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,33 +116,15 @@ def _secret(env: Mapping[str, str], name: str) -> str:
     return value
 
 
-def _documents(path: str) -> dict[str, Document]:
-    out: dict[str, Document] = {}
+def _rows(path: str, variable: str, encoding: str = "utf-8",
+          expected: str = "an object") -> Iterator[tuple[int, dict[str, Any]]]:
+    """``path``'s JSON-object lines with their numbers (blank lines skipped); :class:`SettingsError` naming
+    ``variable`` when the file cannot be read, ``FILE:LINE`` when a line is not a JSON object (``expected``
+    says what a line should be)."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        lines = Path(path).read_text(encoding=encoding).splitlines()
     except OSError as error:
-        raise SettingsError(f"MONITOR_ANNOTATE_DOCUMENTS: cannot read {path!r} ({error.strerror})") from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row: Any = json.loads(line)
-        except ValueError:
-            raise SettingsError(f"{path}:{number}: not JSON") from None
-        if not isinstance(row, dict) or not isinstance(row.get("doc_id"), str):
-            raise SettingsError(f"{path}:{number}: expected an object with a string doc_id")
-        text = {k: row[k] for k in ("title", "snippet", "url") if isinstance(row.get(k), str)}
-        out[row["doc_id"]] = Document(**text)
-    return out
-
-
-def _gold(path: str) -> dict[str, GoldPair]:
-    """The gold file's pairs by pair key; :class:`SettingsError` naming the file, line and field."""
-    out: dict[str, GoldPair] = {}
-    try:
-        lines = Path(path).read_text(encoding="utf-8-sig").splitlines()
-    except OSError as error:
-        raise SettingsError(f"MONITOR_ANNOTATE_GOLD: cannot read {path!r} ({error.strerror})") from None
+        raise SettingsError(f"{variable}: cannot read {path!r} ({error.strerror})") from None
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -151,7 +133,25 @@ def _gold(path: str) -> dict[str, GoldPair]:
         except ValueError:
             raise SettingsError(f"{path}:{number}: not JSON") from None
         if not isinstance(row, dict):
-            raise SettingsError(f"{path}:{number}: expected an object")
+            raise SettingsError(f"{path}:{number}: expected {expected}")
+        yield number, row
+
+
+def _documents(path: str) -> dict[str, Document]:
+    out: dict[str, Document] = {}
+    expected = "an object with a string doc_id"
+    for number, row in _rows(path, "MONITOR_ANNOTATE_DOCUMENTS", expected=expected):
+        if not isinstance(row.get("doc_id"), str):
+            raise SettingsError(f"{path}:{number}: expected {expected}")
+        text = {k: row[k] for k in ("title", "snippet", "url") if isinstance(row.get(k), str)}
+        out[row["doc_id"]] = Document(**text)
+    return out
+
+
+def _gold(path: str) -> dict[str, GoldPair]:
+    """The gold file's pairs by pair key; :class:`SettingsError` naming the file, line and field."""
+    out: dict[str, GoldPair] = {}
+    for number, row in _rows(path, "MONITOR_ANNOTATE_GOLD", encoding="utf-8-sig"):
         for name in ("query", "doc_id"):
             if not isinstance(row.get(name), str) or not row[name]:
                 raise SettingsError(f"{path}:{number}: {name}: expected a non-empty string")
