@@ -119,6 +119,30 @@ def test_the_default_two_component_mixture_solves_its_boundary_equation(variance
     assert low <= h <= high
 
 
+@pytest.mark.parametrize("mixture", [((0.05, 0.95), (1.0, 0.05)), ((0.01, 0.5), (0.2, 0.3), (3.0, 0.2))])
+@pytest.mark.parametrize("alpha", [0.2, 0.05, 0.001])
+def test_the_mixtures_half_widths_equal_a_bisection_of_the_closed_form_over_sixteen_decades(
+        mixture: tuple[tuple[float, float], ...], alpha: float) -> None:
+    """Newton's method on h² (``half_widths``) against a scalar bisection of Σ w Λ(τ) = 1/α written with
+    ``math`` alone, at variances from 1e-12 to 1e4, in one array with unusable ones (NaN out)."""
+    rng = np.random.default_rng(7)
+    variances = 10 ** rng.uniform(-12, 4, 400)
+
+    def bisected(variance: float) -> float:
+        def ratio(h: float) -> float:
+            return sum(w * math.exp(min(700.0, log_mixture_ratio(h, variance, tau))) for tau, w in mixture)
+        low, high = 0.0, min(half_width(variance, tau, alpha * w) for tau, w in mixture)
+        for _ in range(200):
+            middle = 0.5 * (low + high)
+            low, high = (low, middle) if ratio(middle) >= 1 / alpha else (middle, high)
+        return high
+
+    got = half_widths(np.concatenate([variances, [0.0, -1.0, math.nan, math.inf]]), mixture, alpha)
+    assert np.isnan(got[-4:]).all()
+    for variance, h in zip(variances, got[:-4], strict=True):
+        assert h == pytest.approx(bisected(float(variance)), rel=1e-10), variance
+
+
 def test_the_wide_component_costs_under_one_percent_where_the_test_is_tuned_and_saves_much_beyond() -> None:
     alpha = CONFIG.sequence_alpha
     for se in (0.005, 0.01, 0.02, 0.03):  # standard errors of the 2–10% drops the first component is for

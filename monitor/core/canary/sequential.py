@@ -82,8 +82,12 @@ def log_ratios(gap: npt.ArrayLike, variance: npt.ArrayLike, mixture: Mixture) ->
 def half_widths(variance: npt.ArrayLike, mixture: Mixture | float, alpha: float) -> FloatArray:
     """The half-width h of the (1 − α) confidence sequence around θ̂ for each variance: Λ(θ̂ ± h) = 1/α
     (:func:`log_ratios`); a single τ (a number) gives the closed form of :func:`half_width`. NaN where
-    a variance is not > 0 (or not finite). With several components, h is found by bisection on h² between
-    the components' own boundaries at α (below) and at α · w_j (above), to 1e-12 relative."""
+    a variance is not > 0 (or not finite). With several components, h² solves log Λ = log(1/α) by Newton's
+    method from the components' smallest boundary at α · w_j (where Λ ≥ 1/α already): log Λ is a
+    log-sum-exp of terms affine in h², so convex and increasing in it, and Newton's steps from above
+    descend to the root without passing it (kept above the smallest boundary at α, where Λ ≤ 1/α), to
+    1e-13 relative; a bisection between the two bounds took 38 rounds of :func:`log_ratios` where this
+    takes about 5."""
     components: Mixture = ((float(mixture), 1.0),) if isinstance(mixture, (int, float)) else tuple(
         (t, w) for t, w in mixture if w > 0)
     v = np.asarray(variance, dtype=np.float64)
@@ -99,12 +103,20 @@ def half_widths(variance: npt.ArrayLike, mixture: Mixture | float, alpha: float)
         if len(components) == 1:
             return np.asarray(np.sqrt(boundary(components[0][0], alpha)), dtype=np.float64)
         low = np.minimum.reduce([boundary(t, alpha) for t, _ in components])
-        high = np.minimum.reduce([boundary(t, alpha * w) for t, w in components])
+        x = np.minimum.reduce([boundary(t, alpha * w) for t, w in components])
         target = math.log(1.0 / alpha)
-        for _ in range(100):
-            middle = 0.5 * (low + high)
-            above = log_ratios(np.sqrt(middle), v, components) >= target
-            low, high = np.where(above, low, middle), np.where(above, middle, high)
-            if not np.any(high - low > 1e-12 * high):
+        # log Λ(x) = logsumexp_j(a_j + c_j x) in x = h²: the intercepts and slopes of each component
+        intercepts = np.stack([math.log(w) + 0.5 * np.log(v / (v + t * t)) for t, w in components])
+        slopes = np.stack([t * t / (2.0 * v * (v + t * t)) for t, _ in components])
+        for _ in range(60):
+            exponents = intercepts + slopes * x
+            top = np.max(exponents, axis=0)
+            weights = np.exp(exponents - top)
+            total = np.sum(weights, axis=0)
+            value = top + np.log(total)  # log Λ at x
+            slope = np.sum(weights * slopes, axis=0) / total  # its derivative in x
+            step = np.where(np.isfinite(x), (value - target) / slope, 0.0)
+            x = np.maximum(x - step, low)
+            if not np.any(np.abs(step) > 1e-13 * x):
                 break
-        return np.asarray(np.sqrt(high), dtype=np.float64)
+        return np.asarray(np.sqrt(x), dtype=np.float64)
