@@ -24,6 +24,7 @@ from redis.asyncio import Redis
 
 from monitor.core.events import encode_annotation
 from monitor.store.batch import Message
+from monitor.store.keys import Keys
 from monitor.store.memory import partition_of
 from monitor.store.writer import RedisState
 from monitor.worker.settings import WorkerSettings
@@ -217,16 +218,20 @@ async def redis_cpu(redis: Redis) -> float:
 
 
 async def applied(redis: Redis, prefix: str, partitions: int = PARTITIONS) -> dict[tuple[str, int], int]:
-    """(topic, partition) -> next offset to apply, from the worker's per-partition offsets in Redis."""
+    """(topic, partition) -> next offset to apply, from the worker's per-partition offsets in Redis (in the
+    groups' layout, or in the one before groups: a baseline worker checked out from before issue 31)."""
     pipe = redis.pipeline(transaction=False)
     for partition in range(partitions):
+        pipe.hgetall(Keys(prefix).p(partition, "meta"))
         pipe.hgetall(f"{prefix}:{{p{partition}}}:meta")
     out: dict[tuple[str, int], int] = {}
-    for partition, meta in enumerate(await pipe.execute()):
-        for name, value in meta.items():
-            name = name.decode()
-            if name.startswith("off:"):
-                out[(name[4:], partition)] = int(value) + 1
+    metas = await pipe.execute()
+    for partition in range(partitions):
+        for meta in metas[2 * partition:2 * partition + 2]:
+            for name, value in meta.items():
+                name = name.decode()
+                if name.startswith("off:"):
+                    out[(name[4:], partition)] = max(out.get((name[4:], partition), 0), int(value) + 1)
     return out
 
 

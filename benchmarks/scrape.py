@@ -1,24 +1,23 @@
-"""Benchmark: what one ``/metrics`` scrape costs at 4, 64 and 512 partitions, read directly (every
-partition's slices, epochs and deploys, then the canary verdicts: what each scrape of each worker did
-before) and through the rollup (one key, written by the exporter every ``rollup_interval``), for
-docs/scaling.md (issue 17 part 3).
+"""Benchmark: what one ``/metrics`` scrape costs at 4, 64 and 512 partitions: the rollup computed on the
+spot (``rollup.compute``: what the exporter runs once per ``rollup_interval``; before, also what each
+scrape of each worker ran) and read (the worker's way: ``RollupLease.read``, one key), for
+docs/scaling.md (issues 17 and 31).
 
 The state, in a real redis-server: a simulated stream (monitor.sim, the demo simulator: head, torso and
 tail queries, a canary with a tail regression, late, corrected and query-level labels, every session
-sampled, each impression with its bucket) is applied through ``RedisState.handle_batch`` over 4
-partitions, batches of up to 500 of one partition's messages, fan-outs republished as the worker does.
-For P partitions, the keys a scrape reads of partition q (slices, counters, totals, epochs, per-query
-epochs, ranker sightings, deadlines, meta; the deploys stay where they are) are copied to every partition
-p < P with p ≡ q (mod 4): each of P partitions is as full as one of the 4 that carried the whole stream,
-as at P/4 times the traffic spread over P partitions (the issue's 100×: 512 partitions).
+sampled, each impression with its bucket) is applied through ``RedisState.handle_batch`` over P
+partitions (in the default groups, ``MONITOR_REDIS_GROUPS``), batches of up to 500 of one partition's
+messages, fan-outs republished as the worker does. Each commit adds its aggregates to its group's totals,
+and the rollup reads those: their size is set by the groups, the rankers and the queries in the epochs,
+not by the partitions or the traffic (P/4 times the traffic over P partitions, the issue's 100× at 512,
+adds to the same fields).
 
 A scrape is what ``GET /metrics`` runs, without aiohttp: ``HttpServer.refresh`` over a view whose rollup
-is either read (the worker's way now: ``RollupLease.read``) or computed on the spot (``rollup.compute``,
-the way before, and what the exporter runs once per interval), then ``generate_latest`` of the worker's
-registry. Per scrape: round trips (what the client sends), commands Redis ran (``INFO commandstats``),
-redis-server CPU (``INFO cpu``) and wall time; medians of ``--scrapes`` direct scrapes and three times
-as many of the rollup, interleaved (each direct one followed by three of the rollup), the garbage of the
-one before collected first. Redis must be otherwise idle during a run.
+is either read or computed on the spot, then ``generate_latest`` of the worker's registry. Per scrape:
+round trips (what the client sends), commands Redis ran (``INFO commandstats``, the script's own calls
+included), redis-server CPU (``INFO cpu``) and wall time; medians of ``--scrapes`` computed scrapes and
+three times as many reads, interleaved, the garbage of the one before collected first. Redis must be
+otherwise idle during a run.
 
     .venv/bin/python benchmarks/scrape.py                     # about two minutes
     .venv/bin/python benchmarks/scrape.py --sessions 600 --partitions 4,64 --scrapes 3   # a smoke run
@@ -50,6 +49,7 @@ from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import StreamConfig
 from monitor.sim import SimConfig, simulate
 from monitor.store.batch import Message
+from monitor.store.keys import DEFAULT_GROUPS
 from monitor.store.memory import partition_of
 from monitor.store.writer import RedisState
 from monitor.worker.http import HttpServer
@@ -61,9 +61,6 @@ from tests.support.redis_counting import RoundTrips, commands_run
 
 CONFIG = StreamConfig(budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
 CANARY = CanaryConfig()
-BASE = 4
-COPIED = ("agg:", "ep:", "qep:", "cnt", "add", "rem", "seen", "deploys", "dl", "meta")
-"""The kinds of partition keys a scrape reads (keys.py): what each further partition gets a copy of."""
 
 
 class View:
@@ -144,61 +141,36 @@ async def feed(state: RedisState, events: list[tuple[str, bytes, bytes]], partit
                         await state.apply_event(partition_of(session_id.encode(), partitions), annotation)
 
 
-async def spread(redis: Redis, base: str, prefix: str, partitions: int) -> int:
-    """Copy the scrape's keys of ``base``'s 4 partitions to ``prefix``'s ``partitions`` partitions
-    (partition p gets partition p mod 4's); the keys copied."""
-    copied = 0
-    for q in range(BASE):
-        names = [k.decode() async for k in redis.scan_iter(match=f"{base}:{{p{q}}}:*", count=1000)]
-        names = [n for n in names if n.split(":", 2)[2].startswith(COPIED)]
-        pipe = redis.pipeline(transaction=False)
-        for name in names:
-            pipe.dump(name)
-        dumps = await pipe.execute()
-        for start in range(q, partitions, BASE * 32):
-            pipe = redis.pipeline(transaction=False)
-            for p in range(start, min(start + BASE * 32, partitions), BASE):
-                for name, dumped in zip(names, dumps, strict=True):
-                    rest = name.split(":", 2)[2]
-                    if rest == "deploys" and p >= BASE:
-                        continue  # a deploy event is on one partition (keyed by ranker), not on each copy
-                    pipe.restore(f"{prefix}:{{p{p}}}:{rest}", 0, dumped, replace=True)
-                    copied += 1
-                pipe.sadd(f"{prefix}:partitions", p)
-            await pipe.execute()
-    return copied
-
-
 async def clean(redis: Redis, prefix: str) -> None:
     keys = [key async for key in redis.scan_iter(match=f"{prefix}:*", count=1000)]
     for start in range(0, len(keys), 1000):
         await redis.delete(*keys[start:start + 1000])
 
 
-async def run(redis_url: str, sessions: int, counts: list[int], scrapes: int) -> None:
+async def run(redis_url: str, sessions: int, counts: list[int], scrapes: int, groups: int) -> None:
     result = simulate(SimConfig(seed=7, n_sessions=sessions, duration_s=6 * 3600, invalid_rate=0.02,
                                 bucket_hint_share=1.0))
     events = [(e.topic, e.key, e.value) for e in result.events]
     impressions = sum(1 for topic, _, _ in events if topic == "impressions")
     world = (f"world: monitor.sim (the demo simulator), seed 7: {sessions:,} sessions over 6 h of event "
              f"time, {len(events):,} messages ({impressions:,} on the impressions topic, 2% of all invalid), "
-             f"every session sampled, a canary in every bucket; fed through RedisState over {BASE} "
-             f"partitions, then copied to P partitions (each as full as one of the {BASE})")
+             f"every session sampled, a canary in every bucket; fed through RedisState over P partitions "
+             f"in {groups} groups" + (" (the default)" if groups == DEFAULT_GROUPS else ""))
     print(world, file=sys.stderr, flush=True)
     trips = RoundTrips()
     redis = trips.client(redis_url)
     base = f"bench-scrape-{uuid.uuid4().hex[:8]}"
-    prefixes = [base]
+    prefixes = []
     rows = []
     try:
-        started = time.monotonic()
-        await feed(RedisState(redis, CONFIG, FOUR_LEVEL_SCALE, BASE, prefix=base), events, BASE)
-        print(f"fed in {time.monotonic() - started:.0f} s; load average {os.getloadavg()[0]:.2f}",
-              file=sys.stderr, flush=True)
         for partitions in counts:
             prefixes.append(prefix := f"{base}-{partitions}")
-            copied = await spread(redis, base, prefix, partitions)
-            state = RedisState(redis, CONFIG, FOUR_LEVEL_SCALE, partitions, prefix=prefix)
+            state = RedisState(redis, CONFIG, FOUR_LEVEL_SCALE, partitions, prefix=prefix, groups=groups)
+            started = time.monotonic()
+            await feed(state, events, partitions)
+            held = len(await state.partitions_held())
+            print(f"{partitions} partitions ({held} hold state) fed in {time.monotonic() - started:.0f} s; "
+                  f"load average {os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)
             exporter = RollupLease(state, CANARY, 5.0, token="bench")
             assert await exporter.round(), "the exporter did not store a rollup"
             rollup = await exporter.read()
@@ -212,10 +184,11 @@ async def run(redis_url: str, sessions: int, counts: list[int], scrapes: int) ->
                     measured[mode].append(await scrape(server, redis, trips))
             direct, rolled = measured["direct"], measured["rollup"]
             assert {shared(d) for d in direct} == {shared(r) for r in rolled}  # the same numbers
-            rows.append((partitions, copied, direct, rolled, len(encode(rollup)), rollup.took))
-            print(f"{partitions} partitions ({copied:,} keys): direct "
-                  f"{statistics.median(s.wall for s in direct) * 1e3:.1f} ms, rollup "
-                  f"{statistics.median(s.wall for s in rolled) * 1e3:.2f} ms", file=sys.stderr)
+            rows.append((partitions, held, direct, rolled, len(encode(rollup)), rollup.took))
+            computed_ms = statistics.median(s.wall for s in direct) * 1e3
+            print(f"{partitions} partitions: computed {computed_ms:.1f} ms, "
+                  f"read {statistics.median(s.wall for s in rolled) * 1e3:.2f} ms", file=sys.stderr)
+            await clean(redis, prefix)
     finally:
         for prefix in prefixes:
             await clean(redis, prefix)
@@ -226,9 +199,10 @@ async def run(redis_url: str, sessions: int, counts: list[int], scrapes: int) ->
 
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(world)
-    print(f"\nOne scrape (medians of {scrapes} direct and {3 * scrapes} of the rollup, interleaved); "
-          f"load average {load}\n")
-    print("| partitions | direct: round trips | commands | Redis CPU | time | rollup: round trips | commands "
+    print(f"\nOne scrape (medians of {scrapes} with the rollup computed on the spot, what the exporter runs "
+          f"once per rollup_interval, and {3 * scrapes} reading the stored rollup, interleaved); load "
+          f"average {load}\n")
+    print("| partitions | computed: round trips | commands | Redis CPU | time | read: round trips | commands "
           "| Redis CPU | time | rollup size |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for partitions, _, direct, rolled, size, _ in rows:
@@ -241,10 +215,11 @@ async def run(redis_url: str, sessions: int, counts: list[int], scrapes: int) ->
         print("| " + " | ".join(cells) + " |")
     first, last = rows[0], rows[-1]
     ratio = med([s.wall for s in last[2]]) / med([s.wall for s in first[2]])
+    commands = med([s.commands for s in last[2]]) / med([s.commands for s in first[2]])
     flat = med([s.wall for s in last[3]]) / med([s.wall for s in first[3]])
-    print(f"\nFrom {first[0]} to {last[0]} partitions a direct scrape takes {ratio:.1f}× as long; a scrape "
-          f"of the rollup {flat:.2f}×. The exporter computes the rollup (a direct read) once per "
-          f"rollup_interval, whatever the number of workers and scrapes.")
+    print(f"\nFrom {first[0]} to {last[0]} partitions the rollup's computation takes {ratio:.2f}× as long "
+          f"({commands:.2f}× the commands: it reads the {groups} groups' totals); a scrape of the "
+          f"stored rollup {flat:.2f}×.")
 
 
 def main() -> None:
@@ -254,13 +229,15 @@ def main() -> None:
                         help="simulated sessions (the 4-partition state)")
     parser.add_argument("--partitions", default="4,64,512", help="partition counts, comma-separated")
     parser.add_argument("--scrapes", type=int, default=7, help="scrapes of each kind per partition count")
+    parser.add_argument("--groups", type=int, default=DEFAULT_GROUPS,
+                        help=f"groups of partitions, MONITOR_REDIS_GROUPS (default {DEFAULT_GROUPS})")
     parser.add_argument("--redis-url", help="Redis (default: MONITOR_REDIS_URL or monitor services)")
     args = parser.parse_args()
     redis_url = args.redis_url or os.environ.get("MONITOR_REDIS_URL")
     if not redis_url:
         _, redis_url = services(None, None)
     counts = [int(p) for p in args.partitions.split(",")]
-    asyncio.run(run(redis_url, args.sessions, counts, args.scrapes))
+    asyncio.run(run(redis_url, args.sessions, counts, args.scrapes, args.groups))
 
 
 if __name__ == "__main__":

@@ -83,6 +83,7 @@ from monitor.core.stream.join import budget_period
 from monitor.core.stream.partition import partition_for
 from monitor.sim import SimConfig, generate
 from monitor.sim.records import SimEvent
+from monitor.store.keys import Keys
 from monitor.worker.produce import produce
 from tests.support.realistic_mix import RealisticMix
 from tests.support.worker_harness import Group, Stream, Worker
@@ -108,9 +109,10 @@ def events_total(samples: dict) -> float:
 async def waiting_and_memory(redis: Redis, prefix: str) -> tuple[int, int]:
     """What the worker's ``search_relevance_waiting_sessions`` and ``_redis_memory_bytes`` report."""
     pipe = redis.pipeline(transaction=False)
-    for partition in range(PARTITIONS):
-        pipe.zcard(f"{prefix}:{{p{partition}}}:dl")
-    waiting = sum(await pipe.execute())
+    keys = Keys(prefix)
+    for group in range(keys.groups):
+        pipe.hget(keys.g(group, "meta"), "waiting")
+    waiting = sum(int(n or 0) for n in await pipe.execute())
     return waiting, int((await redis.info("memory"))["used_memory"])
 
 
@@ -128,8 +130,9 @@ async def prefix_memory(redis: Redis, prefix: str) -> dict[str, tuple[int, int]]
             rest = key.decode()[len(prefix) + 1:]
             if rest.startswith("{q:"):
                 kind = "q:" + rest.split("}:", 1)[1]
-            elif rest.startswith("{p"):
-                kind = rest.split("}:", 1)[1].split(":")[0]
+            elif rest.startswith("{g"):  # a partition's own key ({g<G>}:p<N>:kind) or its group's total
+                parts = rest.split("}:", 1)[1].split(":")
+                kind = parts[1] if parts[0][:1] == "p" and parts[0][1:].isdigit() else parts[0]
             else:
                 kind = rest
             entry = out.setdefault(kind, [0, 0])
@@ -153,7 +156,7 @@ def probe_events(sid: str, ts: float, rng: random.Random) -> tuple[bytes, bytes]
 
 
 async def counter(redis: Redis, prefix: str, partition: int, name: str) -> float:
-    value = await redis.hget(f"{prefix}:{{p{partition}}}:cnt", encode_field(CounterKey(name, PROBE_GROUP)))
+    value = await redis.hget(Keys(prefix).t(partition, "cnt"), encode_field(CounterKey(name, PROBE_GROUP)))
     return float(value) if value is not None else 0.0
 
 
@@ -443,9 +446,10 @@ async def counters_and_keys(redis_url: str, prefix: str) -> tuple[Counter[str], 
     redis = Redis.from_url(redis_url)
     try:
         pipe = redis.pipeline(transaction=False)
-        for partition in range(PARTITIONS):
-            pipe.hgetall(f"{prefix}:{{p{partition}}}:cnt")
-            pipe.hget(f"{prefix}:{{p{partition}}}:meta", "wm")
+        keys = Keys(prefix)
+        for group in range(keys.groups):  # the groups' totals: counters and the largest watermark
+            pipe.hgetall(keys.g(group, "cnt"))
+            pipe.hget(keys.g(group, "meta"), "wm")
         results = await pipe.execute()
         totals: Counter[str] = Counter()
         for fields in results[0::2]:

@@ -82,6 +82,10 @@ class Message(NamedTuple):
     key: bytes | None = None
 
 
+class LayoutError(Exception):
+    """Redis holds state laid out in another number of groups than this worker's (or before groups)."""
+
+
 class Fenced(Exception):
     """Another commit reached the partition between this batch's read and its commit (a worker that lost
     the partition in a rebalance and still writes, or any concurrent writer): nothing was written; read
@@ -157,7 +161,8 @@ class Batch:
     def ops(self, keys: Keys, config: StreamConfig, offsets: Mapping[str, int],
             fence: str | None = None) -> Ops:
         """Everything the batch changed, its outbox entries and ``offsets`` as the writes of one
-        :data:`~monitor.store.scripts.APPLY_OPS` call (every key is in the partition's hash slot).
+        :data:`~monitor.store.scripts.APPLY_OPS` call (every key is in the hash slot of the partition's group:
+        its own keys, and the group's totals, which the same call adds the batch's aggregates to).
         ``fence``: the partition's commit counter as read before the batch (``None``: not fenced)."""
         retention = Retention(config)
         partition, ttl = self.partition, str(int(retention.session))
@@ -165,8 +170,10 @@ class Batch:
         meta = keys.p(partition, "meta")
         if fence is not None:
             ops.add("fence", meta, SEQ, fence)
+        group_meta = keys.t(partition, "meta")
         if self.watermark is not None and math.isfinite(self.watermark):
             ops.add("hset", meta, "wm", repr(self.watermark))
+            ops.add("hmax", group_meta, "wm", repr(self.watermark))
         for session_id, record in self.records.items():
             ops.add("setv", keys.p(partition, "s", session_id), ops.value(record.to_json()), ttl)
         waiting = keys.p(partition, "early")
@@ -179,36 +186,36 @@ class Batch:
                         ops.value(early_json(labels, self.early_stamps.get(session_id, {}))), ttl)
         arrived = [s for s, labels in self.early.items() if labels is not None]
         if arrived:  # registered in arrival order, the oldest evicted beyond max_early_sessions
-            ops.add("early", waiting, meta, keys.p(partition, "e", ""), keys.p(partition, "cnt"),
+            ops.add("early", waiting, meta, keys.p(partition, "e", ""), keys.t(partition, "cnt"),
                     str(config.max_early_sessions), encode_field(LABELS_EVICTED),
                     encode_field(EARLY_SESSIONS_EVICTED), *arrived)
         added = [a for s, d in self.deadlines.items() if d is not None for a in (repr(d), s)]
         dropped = [s for s, d in self.deadlines.items() if d is None]
-        if added:
-            ops.add("zadd", keys.p(partition, "dl"), *added)
+        if added:  # the group's count of waiting sessions follows what ZADD and ZREM did (reader.health)
+            ops.add("zaddn", keys.p(partition, "dl"), group_meta, "waiting", *added)
         if dropped:
-            ops.add("zrem", keys.p(partition, "dl"), *dropped)
+            ops.add("zremn", keys.p(partition, "dl"), group_meta, "waiting", *dropped)
         shared = self.aggregates
         for (window, index), groups in shared.slices.items():
-            key = keys.p(partition, "agg", window, index)
+            key = keys.t(partition, "agg", window, index)
             ops.add("hincr", key, *_fields(groups))
             ops.add("expire", key, str(int(retention.slice(window))))
         for direction, totals in (("add", shared.added), ("rem", shared.removed)):
             if totals:
-                ops.add("hincr", keys.p(partition, direction), *_fields(totals))
+                ops.add("hincr", keys.t(partition, direction), *_fields(totals))
         for kind, epochs in (("ep", shared.epochs), ("qep", shared.query_epochs)):
             for index, groups in epochs.items():
-                key = keys.p(partition, kind, index)
+                key = keys.t(partition, kind, index)
                 ops.add("hincr", key, *_fields(groups))
                 ops.add("expire", key, str(int(retention.epoch)))
         if shared.seen:
-            seen = keys.p(partition, "seen")
+            seen = keys.t(partition, "seen")
             ops.add("hmin", seen, *(a for (arm, ranker), (first, _) in shared.seen.items()
                                     for a in (f"first|{arm}|{ranker}", repr(first))))
             ops.add("hmax", seen, *(a for (arm, ranker), (_, last) in shared.seen.items()
                                     for a in (f"last|{arm}|{ranker}", repr(last))))
         if shared.counters:
-            ops.add("hincr", keys.p(partition, "cnt"), *(a for counter, n in shared.counters.items()
+            ops.add("hincr", keys.t(partition, "cnt"), *(a for counter, n in shared.counters.items()
                                                          for a in (encode_field(counter), repr(n))))
         width = config.sketch_width
         for index, cells in self.sketch.items():  # one BITFIELD of u32 counters per slice (sketch_cache.py)
@@ -222,7 +229,7 @@ class Batch:
             ops.add("hincr", key, bucket, repr(used))
             ops.add("expire", key, str(int(retention.budget)))
         if shared.deploys:
-            ops.add("rpushv", keys.p(partition, "deploys"),
+            ops.add("rpushv", keys.t(partition, "deploys"),
                     *(ops.value(json.dumps(deploy_record(d))) for d in shared.deploys))
         if self.entries:
             ops.add("rpushv", keys.p(partition, "outbox"), *(ops.value(e) for e in self.entries))

@@ -8,11 +8,11 @@ node is enough, the others are found from it). A cluster has one database, 0. Th
 connections alike.
 
 Everything the monitor sends a cluster stays within one hash slot per command: a partition's keys share
-the tag ``{p<N>}`` and a query's ``{q:<hash>}`` (:mod:`monitor.store.keys`), so each MGET, Lua call
-and transaction names keys of one slot, and pipelines (``transaction=False``) are split by node by the
-client. What a cluster pipeline refuses has a way round here: :func:`queue_mget` and the scripts of
-:mod:`monitor.store.scripts` (queued as ``EVAL``). :func:`used_memory` sums ``INFO memory`` over the
-primaries.
+the tag of its group, ``{g<G>}``, with the group's totals, and a query's keys ``{q:<hash>}``
+(:mod:`monitor.store.keys`), so each MGET, Lua call and transaction names keys of one slot, and
+pipelines (``transaction=False``) are split by node by the client. What a cluster pipeline refuses
+has a way round here: :func:`queue_mget` and the scripts of :mod:`monitor.store.scripts` (queued as
+``EVAL``). :func:`used_memory` sums ``INFO memory`` over the primaries.
 
 The cluster client follows MOVED and ASK redirections and refreshes its map of slots after a failover by
 itself (redis-py retries those, and connection errors, a few times). What still reaches the caller while

@@ -1,10 +1,11 @@
 """The read model over the worker's Redis state: what the exporters, the HTTP server and the canary read.
 
-Every partition's keys summed or merged: the windows' aggregates (:meth:`Reader.snapshot`), the epochs
-and ranker spans the canary compares (:meth:`Reader.history`), the recorded deploys
-(:meth:`Reader.deploys`) and the join's health (:meth:`Reader.health`). Each reads the set of partitions,
-then pipelines its reads over all of them (a round trip per dependent step, none per partition), so
-several workers export one truth at any partition count.
+The groups' totals (:mod:`monitor.store.keys`: each commit adds a partition's aggregates to its group's
+keys in the same atomic call) summed or merged: the windows' aggregates (:meth:`Reader.snapshot`), the
+epochs and ranker spans the canary compares (:meth:`Reader.history`), the recorded deploys
+(:meth:`Reader.deploys`) and the join's health (:meth:`Reader.health`). Each pipelines its reads over the
+groups (a round trip per dependent step), so what a rollup reads is bounded by the number of groups, not
+of partitions, and several workers export one truth.
 """
 
 from __future__ import annotations
@@ -47,27 +48,32 @@ class Reader:
             pipe.hget(self.keys.p(partition, "meta"), "wm")
         return [float(raw) if raw is not None else None for raw in await pipe.execute()]
 
+    async def watermark(self) -> float:
+        """The largest watermark of any partition (``-inf``: none yet): the groups' ``wm``, one round trip."""
+        pipe = self.redis.pipeline(transaction=False)
+        for group in range(self.keys.groups):
+            pipe.hget(self.keys.g(group, "meta"), "wm")
+        return max((float(raw) for raw in await pipe.execute() if raw is not None), default=-math.inf)
+
     async def health(self) -> tuple[int, int]:
         """(sessions waiting in the join over all partitions, Redis used_memory in bytes)."""
-        partitions = await self.partitions_held()
         pipe = self.redis.pipeline(transaction=False)
-        for partition in partitions:
-            pipe.zcard(self.keys.p(partition, "dl"))
+        for group in range(self.keys.groups):
+            pipe.hget(self.keys.g(group, "meta"), "waiting")
         if isinstance(self.redis, RedisCluster):  # INFO goes to each primary, outside the pipeline
             counts = await pipe.execute()
-            return sum(int(n) for n in counts), await used_memory(self.redis)
+            return sum(int(n or 0) for n in counts), await used_memory(self.redis)
         pipe.info("memory")
         *counts, info = await pipe.execute()
-        return sum(int(n) for n in counts), int(info.get("used_memory", 0))
+        return sum(int(n or 0) for n in counts), int(info.get("used_memory", 0))
 
     async def deploys(self) -> list[Deploy]:
         """Every deploy event the partitions recorded, oldest first (by event time)."""
-        partitions = await self.partitions_held()
         pipe = self.redis.pipeline(transaction=False)
-        for partition in partitions:
-            pipe.lrange(self.keys.p(partition, "deploys"), 0, -1)
+        for group in range(self.keys.groups):
+            pipe.lrange(self.keys.g(group, "deploys"), 0, -1)
         out = []
-        for raw in (r for rows in (await pipe.execute() if partitions else []) for r in rows):
+        for raw in (r for rows in await pipe.execute() for r in rows):
             obj = json.loads(raw)
             share = obj.get("share")  # absent in records of deploys without one (and older ones)
             out.append(Deploy(obj["kind"], obj["ranker"], float(obj["ts"]), obj.get("previous"),
@@ -77,13 +83,13 @@ class Reader:
     async def history(self, deploys: Sequence[Deploy], canary: CanaryConfig) -> History:
         """The epochs the comparisons of ``deploys`` and of the canaries seen may read (from
         :func:`~monitor.core.canary.first_epoch` to the watermark's) and when each ranker was seen, summed
-        over partitions; rankers not seen within ``history`` of the watermark are left out."""
-        partitions = await self.partitions_held()
+        over the groups; rankers not seen within ``history`` of the watermark are left out."""
+        groups = range(self.keys.groups)
         pipe = self.redis.pipeline(transaction=False)
-        for partition in partitions:
-            pipe.hget(self.keys.p(partition, "meta"), "wm")
-            pipe.hgetall(self.keys.p(partition, "seen"))
-        results = await pipe.execute() if partitions else []
+        for group in groups:
+            pipe.hget(self.keys.g(group, "meta"), "wm")
+            pipe.hgetall(self.keys.g(group, "seen"))
+        results = await pipe.execute()
         marks = [float(raw) for raw in results[0::2] if raw is not None]
         watermark = max(marks) if marks else -math.inf
         parts: list[Seen] = []
@@ -93,10 +99,9 @@ class Reader:
                 end, arm, ranker = text(key).split("|", 2)
                 span = spans.setdefault((arm, ranker), [math.inf, -math.inf])
                 span[0 if end == "first" else 1] = float(value)
-            parts.append({k: (v[0], v[1]) for k, v in spans.items()
-                          if math.isfinite(v[0]) and v[1] >= watermark - self.config.history})
+            parts.append({k: (v[0], v[1]) for k, v in spans.items() if math.isfinite(v[0])})
         width = self.config.epoch
-        seen = merge_seen(parts)
+        seen = {k: v for k, v in merge_seen(parts).items() if v[1] >= watermark - self.config.history}
         first = first_epoch(History(width, {}, seen), deploys, canary)
         if first is None or not math.isfinite(watermark):
             return History(width, {}, seen)
@@ -104,37 +109,36 @@ class Reader:
                         epoch_of(watermark, width) + 1)
         kinds = ("ep", "qep") if self.config.query_history and canary.adjust_queries else ("ep",)
         pipe = self.redis.pipeline(transaction=False)
-        for partition in partitions:
+        for group in groups:
             for kind in kinds:
                 for index in indices:
-                    pipe.hgetall(self.keys.p(partition, kind, index))
+                    pipe.hgetall(self.keys.g(group, kind, index))
         read: dict[str, dict[int, dict[str, Stats]]] = {kind: {} for kind in ("ep", "qep")}
         for position, raw in enumerate(await pipe.execute()):
             kind = kinds[position // len(indices) % len(kinds)]
             index = indices[position % len(indices)]
-            for group, stats in grouped(raw).items():
-                read[kind].setdefault(index, {}).setdefault(group, Stats()).add(stats)
+            for group_name, stats in grouped(raw).items():
+                read[kind].setdefault(index, {}).setdefault(group_name, Stats()).add(stats)
         return History(width, read["ep"], seen, read["qep"])
 
     async def snapshot(self) -> Snapshot:
-        """Every window's slices merged over all partitions, with the counters and the running totals:
-        three round trips (the partitions, their watermarks, then every partition's keys)."""
-        partitions = await self.partitions_held()
-        watermark = max((w for w in await self.watermarks(partitions) if w is not None), default=-math.inf)
+        """Every window's slices summed over the groups, with the counters and the running totals: two
+        round trips (the groups' watermarks, then their totals), whatever the partitions."""
+        watermark = await self.watermark()
         wanted = wanted_slices(watermark, self.config) if math.isfinite(watermark) else []
         pipe = self.redis.pipeline(transaction=False)
-        for partition in partitions:
+        for group in range(self.keys.groups):
             for window, index in wanted:
-                pipe.hgetall(self.keys.p(partition, "agg", window, index))
-            pipe.hgetall(self.keys.p(partition, "cnt"))
-            pipe.hgetall(self.keys.p(partition, "add"))
-            pipe.hgetall(self.keys.p(partition, "rem"))
-        results = await pipe.execute() if partitions else []
+                pipe.hgetall(self.keys.g(group, "agg", window, index))
+            pipe.hgetall(self.keys.g(group, "cnt"))
+            pipe.hgetall(self.keys.g(group, "add"))
+            pipe.hgetall(self.keys.g(group, "rem"))
+        results = await pipe.execute()
         sliced = []
         counters: dict[Counter, float] = {}
         added: dict[str, Stats] = {}
         removed: dict[str, Stats] = {}
-        per = len(wanted) + 3  # each partition's replies, in the order asked
+        per = len(wanted) + 3  # each group's replies, in the order asked
         for at in range(0, len(results), per):
             rows = results[at:at + per]
             sliced.append({key: grouped(raw) for key, raw in zip(wanted, rows, strict=False)})
@@ -142,8 +146,8 @@ class Reader:
                 counter = decode_field(text(field))
                 counters[counter] = counters.get(counter, 0.0) + float(value)
             for target, raw in ((added, rows[-2]), (removed, rows[-1])):
-                for group, stats in grouped(raw).items():
-                    into = target.setdefault(group, Stats())
+                for name_of_group, stats in grouped(raw).items():
+                    into = target.setdefault(name_of_group, Stats())
                     for name, value in stats.items():
                         into[name] = into.get(name, 0.0) + value
         windows = rollup(sliced, watermark, self.config)

@@ -47,9 +47,9 @@ from monitor.core.stream.join import close_step, quiet_horizon, step
 from monitor.core.stream.sampling import budget_period
 from monitor.core.stream.session import SessionRecord
 from monitor.core.stream.transition import Loaded, Transition
-from monitor.store.batch import COUNTED, Batch, Fenced, Message, Outbox, Outcome, StateBehind
+from monitor.store.batch import COUNTED, Batch, Fenced, LayoutError, Message, Outbox, Outcome, StateBehind
 from monitor.store.client import RedisClient
-from monitor.store.keys import SEQ, Keys, text
+from monitor.store.keys import DEFAULT_GROUPS, SEQ, Keys, text
 from monitor.store.prefetch import prefetch
 from monitor.store.query_writes import query_writes
 from monitor.store.reader import Reader
@@ -64,8 +64,8 @@ class RedisState(Reader):
 
     def __init__(self, redis: RedisClient, config: StreamConfig, scale: Scale, partitions: int,
                  prefix: str = "srm", limits: Limits = DEFAULT_LIMITS,
-                 clock: Callable[[], float | None] = time.time) -> None:
-        super().__init__(redis, config, Keys(prefix))
+                 clock: Callable[[], float | None] = time.time, groups: int = DEFAULT_GROUPS) -> None:
+        super().__init__(redis, config, Keys(prefix, groups))
         self.scale, self.partitions = scale, partitions
         self.prefix, self.limits = prefix, limits
         self.clock = clock  # the wall clock of the max_future rule (admission.clock_error); None: no check
@@ -271,6 +271,8 @@ class RedisState(Reader):
         ``fence``: the partition's commit counter (``meta`` field ``seq``) as read before the batch; the
         script first checks it is unchanged and increments it, or writes nothing (:class:`Fenced`)."""
         if partition not in self._registered:
+            if not self._registered:
+                await self.check_layout()
             await self.redis.sadd(self.keys.partitions, partition)
             self._registered.add(partition)
         started = time.thread_time()
@@ -286,6 +288,29 @@ class RedisState(Reader):
                     raise Fenced(f"partition {partition}: {error}") from None
                 raise
         self.sketches.committed(partition, batch.sketch)
+
+    async def check_layout(self) -> None:
+        """Record the number of groups the state is laid out in, or check it is the one recorded; raise
+        :class:`LayoutError` where Redis holds state laid out otherwise (other groups, or a version
+        before groups: partition keys ``srm:{p<N>}:…``), which this worker would neither read nor add to."""
+        layout, groups = self.keys.layout, self.keys.groups
+        if await self.redis.hsetnx(layout, "groups", groups):  # the first worker of this state
+            held = await self.partitions_held()
+            old = [p for p in held if await self.redis.exists(f"{self.prefix}:{{p{p}}}:meta")]
+            if old:
+                await self.redis.delete(layout)
+                raise LayoutError(
+                    f"Redis holds state under {self.prefix!r} written before partitions were grouped "
+                    f"(keys {self.prefix}:{{p<N>}}:…, partitions {old[:5]}), which this version neither "
+                    f"reads nor adds to. Start on a new MONITOR_REDIS_PREFIX: the worker rebuilds the state "
+                    f"from what the topics retain (docs/worker.md, \"Upgrading\")")
+            return
+        recorded = text(await self.redis.hget(layout, "groups") or b"")
+        if recorded != str(groups):
+            raise LayoutError(
+                f"Redis holds state under {self.prefix!r} laid out in {recorded} groups, and this worker was "
+                f"started with MONITOR_REDIS_GROUPS={groups}; every worker of a deployment must use the "
+                f"same number (or start on an empty prefix)")
 
     async def drain(self, partition: int, send: Callable[[Sequence[bytes]], Awaitable[None]],
                     limit: int = 1000) -> int:

@@ -36,6 +36,7 @@ from pathlib import Path
 import faust
 
 from monitor.alerting.alertmanager import AlertmanagerClient
+from monitor.store.batch import LayoutError
 from monitor.store.client import connect
 from monitor.store.writer import RedisState
 from monitor.worker.backoff import Backoff
@@ -69,6 +70,23 @@ def client_name() -> str:
     return f"monitor-worker:{socket.gethostname()}:{os.getpid()}"
 
 
+async def checked_layout(state: RedisState) -> None:
+    """The state's layout checked before the first message (``RedisState.check_layout``): a worker whose
+    MONITOR_REDIS_GROUPS differs from the state's, or state from before groups, stops with the reason."""
+    backoff = Backoff(1.0, 30.0)
+    while True:
+        try:
+            await state.check_layout()
+            return
+        except LayoutError as error:
+            log.critical("%s", error)
+            os._exit(2)  # nothing consumed or committed yet; the supervisor sees the refusal
+        except Exception as error:  # Redis unreachable: wait for it, as the consumer would
+            log.warning("cannot check Redis's layout (%s: %s); retrying in %.0f s", type(error).__name__,
+                        error, backoff.delay)
+            await backoff.pause()
+
+
 def build(settings: WorkerSettings) -> Runtime:
     topics = settings.topics
     default_dir = Path(tempfile.gettempdir()) / "search-relevance-monitor" / settings.app_id
@@ -88,7 +106,7 @@ def build(settings: WorkerSettings) -> Runtime:
     redis = connect(settings.redis_url, socket_timeout=10, socket_connect_timeout=5,
                     health_check_interval=30, client_name=client_name(), **settings.redis_options())
     state = RedisState(redis, settings.stream, settings.grade_scale(), settings.partitions,
-                       prefix=settings.redis_prefix)
+                       prefix=settings.redis_prefix, groups=settings.redis_groups)
     kafka_options = settings.kafka_security().aiokafka_options()
 
     async def fetch(topic: str, partition: int, start: int, end: int, limit: int) -> list[Consumed]:
@@ -118,6 +136,7 @@ def build(settings: WorkerSettings) -> Runtime:
 
     @app.task  # type: ignore[untyped-decorator]
     async def consume() -> None:
+        await checked_layout(state)
         await consumer.run()
 
     async def verify() -> None:

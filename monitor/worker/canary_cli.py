@@ -42,6 +42,7 @@ environment: the worker's settings (docs/worker.md), so that it reads what the w
                              redis://127.0.0.1:6379/0); MONITOR_REDIS_PASSWORD(_FILE) and
                              MONITOR_REDIS_SSL_CAFILE/_CERTFILE/_KEYFILE for a secured one
   MONITOR_REDIS_PREFIX       the workers' key prefix (srm)
+  MONITOR_REDIS_GROUPS       the workers' number of partition groups (4)
   MONITOR_CONFIG (or --config), MONITOR_CANARY_*, MONITOR_SCALE   the workers' stream and canary settings:
                              the rollup is read under a fingerprint of them (other settings: computed
                              from the partitions, as --direct)
@@ -165,7 +166,7 @@ async def fetch(settings: Any, direct: bool = False) -> list[Comparison]:
                     **settings.redis_options())
     try:
         state = RedisState(redis, settings.stream, settings.grade_scale(), settings.partitions,
-                           prefix=settings.redis_prefix)
+                           prefix=settings.redis_prefix, groups=settings.redis_groups)
         if not direct:
             rollup = await RollupLease(state, settings.canary(), settings.rollup_interval).read()
             if rollup is not None and not rollup.stale(time.time()):

@@ -3,7 +3,7 @@
 A message's outcome becomes outbox entries (:func:`outbox_entries`): a dead letter (the original bytes,
 with ``monitor.error.*`` and ``monitor.source.*`` headers), the annotation requests of its step
 (:func:`request_json`, docs/events.md) and the fan-out annotations of a query's judgments. They are
-committed to Redis with the batch (``srm:{p<N>}:outbox``) and produced after it. Entries are JSON:
+committed to Redis with the batch (``srm:{g<G>}:p<N>:outbox``) and produced after it. Entries are JSON:
 ``{"topic", "key", "value", "headers"}`` with key and value in base64, so a dead letter keeps the original
 bytes exactly; :func:`decode_entry` reads them back for the producer.
 """

@@ -27,6 +27,7 @@ from monitor.core.canary.alerts import AlertConfig
 from monitor.core.grades import Scale, best_gain, parse_scale
 from monitor.core.stream.config import ConfigError, StreamConfig
 from monitor.services.found import FoundServices
+from monitor.store.keys import DEFAULT_GROUPS
 from monitor.worker.security import MECHANISMS, PROTOCOLS, KafkaSecurity, client_ssl_context, redis_options
 from monitor.worker.setting_values import SettingsError as SettingsError  # where callers import it from
 
@@ -67,6 +68,7 @@ class WorkerSettings:
     http_host: str = "127.0.0.1"
     http_port: int = 9464
     redis_prefix: str = "srm"
+    redis_groups: int = DEFAULT_GROUPS
     scale: str = "four-level"
     max_rankers: int = 10
     max_variants: int = 5
@@ -159,6 +161,7 @@ ENV: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "http_host": ("MONITOR_HTTP_HOST", v.non_empty),
     "http_port": ("MONITOR_HTTP_PORT", v.integer(0, 65535)),
     "redis_prefix": ("MONITOR_REDIS_PREFIX", v.non_empty),
+    "redis_groups": ("MONITOR_REDIS_GROUPS", v.integer(1, 4096)),
     "scale": ("MONITOR_SCALE", v.scale),
     "max_rankers": ("MONITOR_MAX_RANKERS", v.integer(1, 1000)),
     "max_variants": ("MONITOR_MAX_VARIANTS", v.integer(1, 1000)),

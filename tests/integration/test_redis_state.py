@@ -23,6 +23,7 @@ from monitor.core.stream.counters import (
 )
 from monitor.core.stream.history import split_query
 from monitor.core.stream.transition import AnnotationRequest
+from monitor.store.batch import LayoutError
 from monitor.store.memory import partition_of
 from monitor.store.writer import RedisState
 from tests.support.redis_runs import in_process, run_through_redis, with_query_labels
@@ -35,9 +36,12 @@ pytestmark = pytest.mark.integration
 CONFIG = StreamConfig(join_window=300, min_coverage=0.6, budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
 
 
-@pytest.mark.parametrize(("partitions", "batch"), [(1, 1), (3, 1), (3, 40)])
+@pytest.mark.parametrize(("partitions", "batch", "n_groups"), [(1, 1, 4), (3, 1, 4), (3, 40, 4), (9, 40, 4),
+                                                             (5, 40, 1)])
 async def test_redis_state_equals_in_process_and_ignores_redelivery(redis_url: str, partitions: int,
-                                                                    batch: int) -> None:
+                                                                    batch: int, n_groups: int) -> None:
+    """Also with several partitions to a group (9 in 4, 5 in 1): the groups' totals, added to in each
+    partition's commit, read back as the sum over the partitions."""
     events = with_query_labels(interleave(random_stream(11, sessions=150)[0], random.Random(5)))
     events.append(("impressions", b"bad", b'{"type": "impression", "schema": 3}'))
     memory = in_process(events, CONFIG, partitions)
@@ -45,7 +49,8 @@ async def test_redis_state_equals_in_process_and_ignores_redelivery(redis_url: s
 
     redis = Redis.from_url(redis_url)
     try:
-        state = RedisState(redis, CONFIG, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}", clock=lambda: None)
+        state = RedisState(redis, CONFIG, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}",
+                           clock=lambda: None, groups=n_groups)
         await run_through_redis(state, events, partitions, redeliver=True, batch=batch)
         got = await state.snapshot()
         everything = [Deploy("canary_start", "any", -1e12)]  # a period from the start: every epoch read
@@ -441,8 +446,8 @@ async def test_deploys_keep_their_share_in_redis_and_old_records_still_read(redi
             body = {"type": "deploy", "kind": d.kind, "ranker": d.ranker, "ts": d.ts}
             body.update({k: v for k, v in (("previous", d.previous), ("share", d.share)) if v is not None})
             await state.handle(0, "deploys", offset, json.dumps(body).encode())
-        stored = [json.loads(raw) for raw in await redis.lrange(state.keys.p(0, "deploys"), 0, -1)]
-        await redis.rpush(state.keys.p(0, "deploys"), json.dumps(
+        stored = [json.loads(raw) for raw in await redis.lrange(state.keys.t(0, "deploys"), 0, -1)]
+        await redis.rpush(state.keys.t(0, "deploys"), json.dumps(
             {"kind": "canary_end", "ranker": "r2", "previous": None, "ts": 70.0}))  # as an older worker wrote
         got = await state.deploys()
     finally:
@@ -450,3 +455,33 @@ async def test_deploys_keep_their_share_in_redis_and_old_records_still_read(redi
     assert [("share" in record, record.get("share")) for record in stored] == [
         (False, None), (True, 0.05), (True, 0.25), (False, None), (True, 0.5), (False, None)]
     assert got == [*sent, Deploy("canary_end", "r2", 70.0)]
+
+
+async def test_a_worker_refuses_state_laid_out_in_other_groups_or_before_groups(redis_url: str) -> None:
+    """Every worker of a deployment must lay the partitions out in the same groups (what the rollup sums);
+    one started with another number, or on state written before groups (``{p<N>}`` keys), refuses before
+    it writes anything, and says why."""
+    prefix = f"test-{uuid.uuid4().hex[:8]}"
+    shown = json.dumps({"type": "impression", "session_id": "s1", "query": "q", "ranker": "r1",
+                        "ts": 1000.0, "docs": ["a", "b"], "query_bucket": "tail"}).encode()
+    redis = Redis.from_url(redis_url)
+    try:
+        first = RedisState(redis, CONFIG, FOUR_LEVEL_SCALE, 8, prefix=prefix, clock=lambda: None, groups=4)
+        await first.handle(5, "impressions", 0, shown)
+        assert await redis.hget(first.keys.layout, "groups") == b"4"
+        other = RedisState(redis, CONFIG, FOUR_LEVEL_SCALE, 8, prefix=prefix, clock=lambda: None, groups=2)
+        with pytest.raises(LayoutError, match=r"laid out in 4 groups.*MONITOR_REDIS_GROUPS=2"):
+            await other.handle(6, "impressions", 0, shown)
+        assert not await redis.exists(other.keys.p(6, "meta"))  # nothing written
+        same = RedisState(redis, CONFIG, FOUR_LEVEL_SCALE, 8, prefix=prefix, clock=lambda: None, groups=4)
+        await same.handle(6, "impressions", 0, shown)  # a second worker with the same layout goes on
+
+        old = f"{prefix}-old"
+        await redis.sadd(f"{old}:partitions", 3)
+        await redis.hset(f"{old}:{{p3}}:meta", "wm", "1000.0")  # as a version before groups wrote it
+        upgraded = RedisState(redis, CONFIG, FOUR_LEVEL_SCALE, 8, prefix=old, clock=lambda: None)
+        with pytest.raises(LayoutError, match=r"before partitions were grouped.*partitions \[3\].*PREFIX"):
+            await upgraded.handle(3, "impressions", 0, shown)
+        assert not await redis.exists(upgraded.keys.layout)  # refused again on the next start, not recorded
+    finally:
+        await redis.aclose()

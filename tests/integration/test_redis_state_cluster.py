@@ -2,10 +2,11 @@
 same stream, fed the same way, leaves the same keys and reads back the same snapshot, history, deploys
 and health, to the last bit.
 
-The partitions' keys (``{p<N>}``) and the queries' (``{q:<hash>}``) land on all three primaries, so every
-kind of write and read crosses shards: the commit script (one slot), the batch's prefetch pipeline with
-its MGETs, the per-query writes with their merge scripts (queued as EVAL in a cluster pipeline), the
-readers' pipelines over all partitions, INFO over the primaries, and SCAN over every primary.
+The partitions' keys (in their groups' slots, ``{g<G>}``) and the queries' (``{q:<hash>}``) land on all
+three primaries, so every kind of write and read crosses shards: the commit script (one slot: the
+partition's keys and its group's totals), the batch's prefetch pipeline with its MGETs, the per-query
+writes with their merge scripts (queued as EVAL in a cluster pipeline), the readers' pipelines over all
+groups, INFO over the primaries, and SCAN over every primary.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from tests.support.streams import interleave, random_stream
 pytestmark = pytest.mark.integration
 
 CONFIG = StreamConfig(join_window=300, min_coverage=0.6, budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
-PARTITIONS = 4  # {p0} and {p1} on the third primary's slots, {p2} on the second's, {p3} on the first's
+PARTITIONS = 6  # in 4 groups: {g2} and {g3} on the first primary's slots, {g0} on the second's, {g1} on the
+# third's; partitions 4 and 5 share groups 0 and 1 with partitions 0 and 1
 Events = list[tuple[str, bytes, bytes]]
 
 

@@ -124,9 +124,9 @@ def test_a_worker_on_a_redis_cluster_equals_in_process_and_offline(
 def test_a_primary_killed_mid_stream_is_replaced_by_its_replica_and_nothing_is_lost(
         run: Run, redis_cluster_service: ClusterHandle, tmp_path: Path, group_factory: list[Group]) -> None:
     cluster = redis_cluster(redis_cluster_service)
-    slot = key_slot(b"{p0}")  # {p0} and {p1} share the third primary's slots
+    slot = key_slot(b"{g2}")  # partitions 2 and 3 (groups {g2} and {g3}) share the first primary's slots
     victim = cluster.primary_for_slot(slot)
-    assert victim is cluster.primary_for_slot(key_slot(b"{p1}"))
+    assert victim is cluster.primary_for_slot(key_slot(b"{g3}"))
     victim_id = next(v.id for v in cluster.topology() if v.port == victim.port)
     replicas = {v.port for v in cluster.topology() if v.primary_id == victim_id}
     group = new_group(run, redis_cluster_service.address, tmp_path, group_factory, "failover")
@@ -144,7 +144,7 @@ def test_a_primary_killed_mid_stream_is_replaced_by_its_replica_and_nothing_is_l
     assert metric(shown, "search_relevance_redis_retries_total") > 0  # the worker did see its primary go
     assert metric(shown, "search_relevance_processing_retries_total") == 0  # and never took it for a bug
     assert worker.process.poll() is None and group.restarts_seen() == []
-    print(f"\nprimary of {{p0}},{{p1}} killed at {before} of {run.messages} messages; replica promoted "
+    print(f"\nprimary of {{g2}},{{g3}} killed at {before} of {run.messages} messages; replica promoted "
           f"{promoted:.1f} s later")
 
 
@@ -196,7 +196,7 @@ async def test_a_promoted_replica_without_the_last_commits_is_caught_up_from_kaf
     state = RedisState(client, StreamConfig(budget={"head": 1e9, "torso": 1e9, "tail": 1e9}), FOUR_LEVEL_SCALE, 1,
                        prefix=f"lost-{tag}", clock=lambda: None)
     processor = Processor(state, topics, retry_delay=0.1, fetch=fetch)
-    slot = key_slot(b"{p0}")
+    slot = key_slot(b"{g0}")  # the one partition's group
     primary = cluster.primary_for_slot(slot)
     primary_id = next(v.id for v in cluster.topology() if v.port == primary.port)
     replica = next(n for n in cluster.redis_nodes

@@ -148,7 +148,7 @@ async def test_a_stale_commit_is_fenced_and_a_hole_is_refused(redis_url: str) ->
     prefix = f"fence-{uuid.uuid4().hex[:8]}"
     one, other = (RedisState(client, config, FOUR_LEVEL_SCALE, 1, prefix=prefix, clock=lambda: None) for _ in range(2))
     deploy = b'{"type": "deploy", "kind": "deploy", "ranker": "r", "ts": 100.0}'
-    meta = f"{prefix}:{{p0}}:meta"
+    meta = f"{prefix}:{{g0}}:p0:meta"
     try:
         await one.handle_batch(0, [Message("deploys", 0, deploy), Message("deploys", 1, deploy)], previous={})
         seen = await client.hget(meta, "seq")
@@ -213,7 +213,7 @@ async def test_a_worker_that_lost_its_partition_redoes_its_batch_instead_of_appl
         assert snapshot.counters[dead_letter("invalid_json")] == 1  # once, not twice
         assert len(await zombie_state.deploys()) == 2
         assert await zombie_state.applied(0) == {"d": 2}
-        assert await client.llen(f"{prefix}:{{p0}}:outbox") == 1  # the one dead letter, once
+        assert await client.llen(f"{prefix}:{{g0}}:p0:outbox") == 1  # the one dead letter, once
     finally:
         await client.aclose()
 

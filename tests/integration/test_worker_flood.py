@@ -31,6 +31,7 @@ from redis import Redis
 
 from monitor.sim import SimConfig, simulate
 from monitor.sim.records import SimEvent
+from monitor.store.keys import Keys
 from tests.support.worker_e2e import CONFIG, CONFIG_TOML, assert_same
 from tests.support.worker_harness import Group, Stream, flush_events, parse_metrics
 from tests.support.worker_inputs import in_process, relevance
@@ -111,7 +112,7 @@ def test_a_ghost_label_flood_keeps_redis_and_the_worker_bounded_and_counts_every
         group.drain()
         got = parse_metrics(worker.metrics_text())
         assert worker.process.poll() is None, worker.log.read_text()[-3000:]
-        waiting = [redis.zcard(f"{group.app_id}:{{p{p}}}:early") for p in range(stream.partitions)]
+        waiting = [redis.zcard(Keys(group.app_id).p(p, "early")) for p in range(stream.partitions)]
         ghost_keys = sum(1 for _ in redis.scan_iter(match=f"{group.app_id}:*:e:ghost-*", count=10_000))
     finally:
         group.stop()

@@ -27,6 +27,7 @@ from monitor.export.prometheus import RelevanceCollector
 from monitor.export.verdict_gauges import CanaryCollector
 from monitor.sim import SimConfig, SimResult, simulate
 from monitor.store.client import cluster_seeds, is_cluster_url
+from monitor.store.keys import Keys
 from monitor.store.memory import MemoryPipeline
 from tests.support.simulated import recompute as recompute_truth
 from tests.support.worker_harness import (
@@ -151,7 +152,7 @@ class Progress:
 
     def __init__(self, redis_url: str, group: Group) -> None:
         self.client = sync_redis(redis_url)
-        self.keys = [f"{group.app_id}:{{p{p}}}:meta" for p in range(group.stream.partitions)]
+        self.keys = [Keys(group.app_id).p(p, "meta") for p in range(group.stream.partitions)]
         self.fields = [f"off:{topic}" for topic in group.stream.topics.values()]
 
     def applied(self) -> int:

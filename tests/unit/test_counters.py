@@ -135,7 +135,7 @@ def test_the_commit_hands_the_eviction_counters_fields_to_the_script() -> None:
     batch.early["s1"] = {"d": "高"}
     ops = batch.ops(Keys("t"), StreamConfig(max_early_sessions=7), {})
     (early,) = [op for op in ops.ops if op[0] == "early"]
-    assert early[2:] == ["t:{p3}:meta", "t:{p3}:e:", "t:{p3}:cnt", "7", "|labels_dropped:evicted",
+    assert early[2:] == ["t:{g3}:p3:meta", "t:{g3}:p3:e:", "t:{g3}:cnt", "7", "|labels_dropped:evicted",
                          "|early_sessions_evicted", "s1"]
     script = files("monitor.store").joinpath("lua", "apply.lua").read_text(encoding="utf-8")
     assert "labels_dropped" not in script and "early_sessions_evicted" not in script
@@ -146,7 +146,7 @@ def test_the_batch_writes_each_counter_at_its_field() -> None:
     batch.count(dead_letter("a:b"), 2.0)
     batch.aggregates.count(Counter("impressions", "tail|r|control"))
     ops = batch.ops(Keys("t"), StreamConfig(), {})
-    (hincr,) = [op for op in ops.ops if op[0] == "hincr" and ops.keys[int(op[1]) - 1] == "t:{p0}:cnt"]
+    (hincr,) = [op for op in ops.ops if op[0] == "hincr" and ops.keys[int(op[1]) - 1] == "t:{g0}:cnt"]
     assert hincr[2:] == ["|dead_letter:a:b", "2.0", "tail|r|control|impressions", "1.0"]
 
 

@@ -78,6 +78,6 @@ async def test_a_cluster_no_node_of_which_answers_is_a_connection_error() -> Non
     client = connect(f"redis+cluster://127.0.0.1:{free_port()}/0", socket_connect_timeout=1)
     try:
         with pytest.raises(ClusterUnavailable, match="cannot be connected"):
-            await client.get("srm:{p0}:meta")
+            await client.get("srm:{g0}:p0:meta")
     finally:
         await client.aclose()

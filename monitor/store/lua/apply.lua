@@ -39,10 +39,18 @@ for _, op in ipairs(ops) do
     redis.call('SET', key, ARGV[tonumber(op[3])], 'EX', op[4])
   elseif name == 'del' then
     redis.call('DEL', key)
-  elseif name == 'zadd' then
-    for i = 3, #op, 2 do redis.call('ZADD', key, op[i], op[i + 1]) end
   elseif name == 'zrem' then
     for i = 3, #op do redis.call('ZREM', key, op[i]) end
+  elseif name == 'zaddn' or name == 'zremn' then
+    -- a partition's deadlines: op[3] and op[4] are the hash and field counting the members (the group's
+    -- sessions waiting), moved by what ZADD added or ZREM removed
+    local moved = 0
+    if name == 'zaddn' then
+      for i = 5, #op, 2 do moved = moved + redis.call('ZADD', key, op[i], op[i + 1]) end
+    else
+      for i = 5, #op do moved = moved - redis.call('ZREM', key, op[i]) end
+    end
+    if moved ~= 0 then redis.call('HINCRBY', op[3], op[4], moved) end
   elseif name == 'expire' then
     redis.call('EXPIRE', key, op[3])
   elseif name == 'hmin' or name == 'hmax' then
