@@ -603,6 +603,8 @@ def main() -> None:
                         help=f"git revision of part 1's baseline worker (default {BASELINE}; 'none': skip)")
     parser.add_argument("--processes", default="1,2,4",
                         help="part 1b's worker process counts, comma-separated (default 1,2,4; 'none': skip)")
+    parser.add_argument("--uvloop", action="store_true",
+                        help="part 1 also drains with the current worker on uvloop (MONITOR_EVENT_LOOP)")
     parser.add_argument("--parts", default="1,2,3", help="which parts to run (default 1,2,3)")
     parser.add_argument("--drain-rate", type=float,
                         help="the realistic drain rate parts 2 and 3 take when part 1 does not run")
@@ -642,7 +644,7 @@ def main() -> None:
                 chosen = [worlds[name]() for name in args.worlds.split(",")]
                 rows, sustained = part_throughput(
                     ThroughputOptions(options.messages, options.repeats, options.sampled_share, baseline,
-                                      args.baseline, processes),
+                                      args.baseline, processes, args.uvloop),
                     chosen, bootstrap, redis_url, scratch, cleanup, tag)
                 report.rows += rows
             if math.isnan(sustained) and args.drain_rate:

@@ -87,12 +87,14 @@ class Options:
     baseline: Path | None  # a checkout of the baseline revision, or None
     baseline_name: str
     processes: tuple[int, ...]  # part 1b's process counts (none: skipped)
+    uvloop: bool = False  # also the current worker with MONITOR_EVENT_LOOP=uvloop, each repeat
 
 
 @dataclass
 class Result:
     current: list[Drain] = field(default_factory=list)
     baseline: list[Drain] = field(default_factory=list)
+    uvloop: list[Drain] = field(default_factory=list)
     raw: list[float] = field(default_factory=list)
 
 
@@ -107,10 +109,10 @@ def fresh(world: World, bootstrap: str, cleanup: Cleanup, tag: str
 
 
 def drain(world: World, bootstrap: str, redis_url: str, scratch: Path, cleanup: Cleanup, tag: str,
-          source: Path | None = None, args: tuple[str, ...] = ()) -> Drain:
+          source: Path | None = None, args: tuple[str, ...] = (), env: dict[str, str] | None = None) -> Drain:
     stream, ends = fresh(world, bootstrap, cleanup, tag)
     group = cleanup.group(Group(stream, redis_url, scratch, tag.rsplit("-", 1)[-1], world.toml, args=args,
-                                source=source))
+                                source=source, extra_env=env or {}))
     result = worker_drain(group, redis_url, ends, timeout=max(300.0, len(world.events) / 100),
                           broker=broker_pid())
     asyncio.run(drop_prefix(redis_url, group.app_id))
@@ -126,10 +128,14 @@ def run_world(world: World, options: Options, bootstrap: str, redis_url: str, sc
         if options.baseline is not None:
             out.baseline.append(drain(world, bootstrap, redis_url, scratch, cleanup, f"{tag}-{repeat}-base",
                                       source=options.baseline))
+        if options.uvloop:
+            out.uvloop.append(drain(world, bootstrap, redis_url, scratch, cleanup, f"{tag}-{repeat}-uvl",
+                                    env={"MONITOR_EVENT_LOOP": "uvloop"}))
         stream, ends = fresh(world, bootstrap, cleanup, f"{tag}-{repeat}-raw")
         n, seconds = asyncio.run(raw_consume(stream, ends))
         out.raw.append(n / seconds)
         base = f"; baseline {out.baseline[-1].applied_rate:,.0f}/s" if out.baseline else ""
+        base += f"; uvloop {out.uvloop[-1].applied_rate:,.0f}/s" if out.uvloop else ""
         say(f"  repeat {repeat + 1}: worker {out.current[-1].applied_rate:,.0f}/s applied "
             f"({out.current[-1].rate:,.0f}/s committed){base}; raw {out.raw[-1]:,.0f}/s")
     return out
@@ -183,6 +189,12 @@ def report_world(world: World, result: Result, options: Options) -> list[tuple[s
                      f"now / baseline; its ratio to raw {before / raw:.3f}", f"**{now / before:.2f}×**"))
         rows += cpu_rows("1", f"{world.name}, baseline", result.baseline)
     rows += cpu_rows("1", f"{world.name}, now", result.current)
+    if result.uvloop:
+        fast = _median(result.uvloop, lambda d: d.applied_rate)
+        rows.append(("1", f"{world.name}: the same worker with MONITOR_EVENT_LOOP=uvloop, same backlog, same "
+                          "run", f"{fast:,.0f} msg/s", f"uvloop / asyncio; its ratio to raw {fast / raw:.3f}",
+                     f"**{fast / now:.2f}×**"))
+        rows += cpu_rows("1", f"{world.name}, uvloop", result.uvloop)
     rows.append(("1", f"{world.name}: worker RSS at the end / start to /readyz (median)",
                  f"{_median(result.current, lambda d: d.rss_mib):.0f} MiB / "
                  f"{_median(result.current, lambda d: d.ready_s):.1f} s", "", ""))

@@ -136,6 +136,9 @@ def build(settings: WorkerSettings) -> Runtime:
 
     @app.task  # type: ignore[untyped-decorator]
     async def consume() -> None:
+        loop = type(asyncio.get_running_loop())
+        log.info("event loop: %s.%s (MONITOR_EVENT_LOOP=%s)", loop.__module__, loop.__qualname__,
+                 settings.event_loop)
         await checked_layout(state)
         await consumer.run()
 

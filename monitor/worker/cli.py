@@ -81,6 +81,10 @@ def main(argv: Sequence[str]) -> int:
     except SettingsError as error:
         hint = default_hint(settings, "kafka_bootstrap", services)
         return refused("monitor worker", SettingsError(f"{error}{hint}"))
+    if settings.event_loop == "uvloop":  # the policy Faust's worker gets its loop from (mode.loop)
+        import mode.loop
+
+        mode.loop.use("uvloop")
     runtime = build(replace(settings, partitions=partitions))
     logging.getLogger("monitor.worker").info("starting with %s", json.dumps(describe(settings)))
     worker = Worker(runtime.app, loglevel=level, quiet=True, redirect_stdouts=False)

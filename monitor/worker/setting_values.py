@@ -123,11 +123,14 @@ def scale(where: str, value: Any) -> str:
 
 
 def choice(*choices: str) -> Callable[[str, Any], str]:
+    """One of ``choices``, in any case, as the choice is spelled."""
+    spelled = {c.upper(): c for c in choices}
+
     def parse(where: str, value: Any) -> str:
         text = non_empty(where, value).upper()
-        if text not in choices:
+        if text not in spelled:
             raise SettingsError(f"{where}: must be one of {', '.join(choices)}, got {value!r}")
-        return text
+        return spelled[text]
     return parse
 
 

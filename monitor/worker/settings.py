@@ -77,6 +77,7 @@ class WorkerSettings:
     alertmanager_url: str | None = field(default=None, repr=False)
     deploy_token: str | None = field(default=None, repr=False)
     log_level: str = "info"
+    event_loop: str = "asyncio"
     datadir: str | None = None
     canary_alpha: float = 0.05
     canary_min_drop: float = 0.02
@@ -170,6 +171,7 @@ ENV: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "alertmanager_url": ("MONITOR_ALERTMANAGER_URL", v.http_url),
     "deploy_token": ("MONITOR_DEPLOY_TOKEN", v.non_empty),
     "log_level": ("MONITOR_LOG_LEVEL", v.level),
+    "event_loop": ("MONITOR_EVENT_LOOP", v.choice("asyncio", "uvloop")),
     "datadir": ("MONITOR_DATADIR", v.non_empty),
     "canary_alpha": ("MONITOR_CANARY_ALPHA", v.fraction),
     "canary_min_drop": ("MONITOR_CANARY_MIN_DROP", v.fraction),

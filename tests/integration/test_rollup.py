@@ -237,3 +237,23 @@ def test_one_of_three_workers_computes_scrapes_read_one_key_and_a_killed_exporte
     assert holder is None or holder.decode().split(":")[-2] != str(successor.process.pid), holder
     print(f"\nthe exporter killed: replaced within {took_over:.1f} s (lease: 3 s); a rollup took "
           f"{gauge(before[0], 'rollup_duration_seconds'):.2f} s; scrapes read one key")
+
+
+def test_a_worker_on_uvloop_exports_the_core_and_one_with_other_groups_than_the_state_refuses(
+        kafka_bootstrap: str, redis_url: str, tmp_path: Path, group_factory: list[Group]) -> None:
+    """A worker on uvloop (MONITOR_EVENT_LOOP) drains a stream and exports exactly what the in-process core
+    computes; then a worker of the same group started with MONITOR_REDIS_GROUPS=2, on state written in the
+    default 4 groups, exits with status 2 and the reason before it consumes."""
+    run = make_run(kafka_bootstrap, 300, seed=45, partitions=4)
+    group = new_group(run, redis_url, tmp_path, group_factory, "layout",
+                      env={"MONITOR_EVENT_LOOP": "uvloop", "MONITOR_LOG_LEVEL": "info"})
+    worker = group.start()
+    group.drain()
+    assert "event loop: uvloop.Loop" in worker.log.read_text()
+    assert_same(samples_of(worker), run.expected)
+    group.stop()
+    group.extra_env = {"MONITOR_REDIS_GROUPS": "2"}
+    refused = group.spawn()
+    assert refused.process.wait(timeout=120) == 2, refused.log.read_text()[-3000:]
+    assert "laid out in 4 groups, and this worker was started with MONITOR_REDIS_GROUPS=2" in \
+        refused.log.read_text()

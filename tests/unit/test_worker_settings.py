@@ -299,3 +299,15 @@ def test_stream_toml_gives_the_same_stream_settings_back(config: StreamConfig, t
     path.write_text(stream_toml(config))
     assert load_settings({}, path).stream == config
     assert (stream_toml(config) == "[stream]\n") == (config == StreamConfig())
+
+
+def test_the_event_loop_and_the_groups_are_settings_with_clear_refusals() -> None:
+    assert load_settings({}).event_loop == "asyncio"
+    assert load_settings({"MONITOR_EVENT_LOOP": "UVLoop"}).event_loop == "uvloop"  # any case, as spelled
+    with pytest.raises(SettingsError, match="MONITOR_EVENT_LOOP: must be one of asyncio, uvloop, got 'trio'"):
+        load_settings({"MONITOR_EVENT_LOOP": "trio"})
+    assert load_settings({}).redis_groups == 4
+    assert load_settings({"MONITOR_REDIS_GROUPS": "16"}).redis_groups == 16
+    with pytest.raises(SettingsError, match="MONITOR_REDIS_GROUPS"):
+        load_settings({"MONITOR_REDIS_GROUPS": "0"})
+    assert load_settings({"MONITOR_KAFKA_SASL_MECHANISM": "scram-sha-256"}).kafka_sasl_mechanism == "SCRAM-SHA-256"
