@@ -236,8 +236,11 @@ class AnnotatorPool:
         return list(body["tasks"] if isinstance(body, dict) else body)
 
     async def _open_work(self, session: aiohttp.ClientSession) -> list[tuple[int, dict[str, Any], Annotator]]:
-        """Up to a page of (task, data, annotator) to submit: for each open task, as many annotators as
-        it still needs, each one who has not annotated it (nor is doing so)."""
+        """Up to a page of (task, data, annotator) to submit: for each open task no one is annotating
+        now, one annotator who has not annotated it. One at a time per task: Label Studio recomputes
+        ``is_labeled`` in each annotation's ``post_save`` from the annotations committed, so two submitted
+        at once to a task of overlap 2 can each count one user and leave it open with both (seen in CI;
+        the bridge heals such tasks, the pool should not make them)."""
         work: list[tuple[int, dict[str, Any], Annotator]] = []
         page = 1
         while len(work) < self.page_size:
@@ -250,11 +253,13 @@ class AnnotatorPool:
                 if self.truth(data) is None:
                     self.skipped_unknown.add(task_id)
                     continue
+                if self._flight.get(task_id):
+                    continue  # its annotation in flight first (see above)
                 users = {int(a["completed_by"]) for a in task.get("annotations") or []
                          if isinstance(a.get("completed_by"), int) and not a.get("was_cancelled")}
-                users |= self._done.get(task_id, set()) | self._flight.get(task_id, set())
+                users |= self._done.get(task_id, set())
                 eligible = [a for a in self.annotators if a.user_id not in users]
-                needed = min(int(task.get("overlap") or 1) - len(users), len(eligible))
+                needed = min(int(task.get("overlap") or 1) - len(users), len(eligible), 1)
                 for annotator in self._pick.sample(eligible, max(0, needed)):
                     work.append((task_id, data, annotator))
             if len(tasks) < self.page_size:
