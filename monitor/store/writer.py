@@ -266,7 +266,7 @@ class RedisState(Reader):
     async def _commit(self, partition: int, batch: Batch, offsets: Mapping[str, int],
                       fence: str | None = None) -> None:
         """Everything ``batch`` changed, its outbox entries and ``offsets``: one Lua script call, so one
-        atomic step and one round trip (every key is in the partition's hash slot).
+        atomic step and one round trip (every key is in the hash slot of the partition's group).
 
         ``fence``: the partition's commit counter (``meta`` field ``seq``) as read before the batch; the
         script first checks it is unchanged and increments it, or writes nothing (:class:`Fenced`)."""

@@ -1,6 +1,7 @@
 -- The writes of one commit (monitor/store/scripts.py, Ops): ARGV[1] is a MessagePack list of
--- [name, key index, args...], KEYS the keys the indices name (all in the partition's hash slot); the large
--- values (records, early labels, outbox entries, deploys) and the sketch's BITFIELD arguments follow as
+-- [name, key index, args...], KEYS the keys the indices name (all in the slot of the partition's group:
+-- its own keys and the group's totals); the large values (records, early labels, outbox entries,
+-- deploys) and the sketch's BITFIELD arguments follow as
 -- ARGV[2..], named by their index in the ops 'setv', 'rpushv' and 'bitincr', so they are neither decoded
 -- nor built here. The first op of a fenced commit is 'fence': compare-and-increment the partition's commit
 -- counter, or write nothing. Sums ('hincr') are doubles written with 17 significant digits (what Python's
