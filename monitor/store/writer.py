@@ -70,6 +70,7 @@ class RedisState(Reader):
         self.prefix, self.limits = prefix, limits
         self.clock = clock  # the wall clock of the max_future rule (admission.clock_error); None: no check
         self._registered: set[int] = set()  # partitions already in the global set (one SADD each)
+        self._layout_checked = False  # check_layout passed (once per process: the worker's start, or here)
         # CPU seconds of this thread in the batch's synchronous stages (decode, join, encode); the rest of
         # a worker's CPU is Kafka, the Redis client and the event loop (search_relevance_worker_cpu_seconds)
         self.cpu: dict[str, float] = {"decode": 0.0, "join": 0.0, "encode": 0.0}
@@ -271,7 +272,7 @@ class RedisState(Reader):
         ``fence``: the partition's commit counter (``meta`` field ``seq``) as read before the batch; the
         script first checks it is unchanged and increments it, or writes nothing (:class:`Fenced`)."""
         if partition not in self._registered:
-            if not self._registered:
+            if not self._layout_checked:
                 await self.check_layout()
             await self.redis.sadd(self.keys.partitions, partition)
             self._registered.add(partition)
@@ -296,7 +297,10 @@ class RedisState(Reader):
         layout, groups = self.keys.layout, self.keys.groups
         if await self.redis.hsetnx(layout, "groups", groups):  # the first worker of this state
             held = await self.partitions_held()
-            old = [p for p in held if await self.redis.exists(f"{self.prefix}:{{p{p}}}:meta")]
+            pipe = self.redis.pipeline(transaction=False)
+            for partition in held:
+                pipe.exists(f"{self.prefix}:{{p{partition}}}:meta")
+            old = [p for p, found in zip(held, await pipe.execute() if held else [], strict=True) if found]
             if old:
                 await self.redis.delete(layout)
                 raise LayoutError(
@@ -304,6 +308,7 @@ class RedisState(Reader):
                     f"(keys {self.prefix}:{{p<N>}}:…, partitions {old[:5]}), which this version neither "
                     f"reads nor adds to. Start on a new MONITOR_REDIS_PREFIX: the worker rebuilds the state "
                     f"from what the topics retain (docs/worker.md, \"Upgrading\")")
+            self._layout_checked = True
             return
         recorded = text(await self.redis.hget(layout, "groups") or b"")
         if recorded != str(groups):
@@ -311,6 +316,7 @@ class RedisState(Reader):
                 f"Redis holds state under {self.prefix!r} laid out in {recorded} groups, and this worker was "
                 f"started with MONITOR_REDIS_GROUPS={groups}; every worker of a deployment must use the "
                 f"same number (or start on an empty prefix)")
+        self._layout_checked = True
 
     async def drain(self, partition: int, send: Callable[[Sequence[bytes]], Awaitable[None]],
                     limit: int = 1000) -> int:
