@@ -91,6 +91,7 @@ _DECODER = msgspec.json.Decoder(_Impression | _Annotation | _Deploy)
 _POSITION = attrgetter("position")
 _DOC_ID = attrgetter("doc_id")
 _TEXTS = attrgetter(*events.TEXT_FIELDS)
+_TEXT_EACH = tuple(attrgetter(name) for name in events.TEXT_FIELDS)
 
 
 class _Refused(Exception):
@@ -121,7 +122,9 @@ def _results(results: list[Result], limits: Limits) -> tuple[Result, ...]:
     if len(docs) != n or "" in docs or max(map(len, docs)) > limits.max_id_chars \
             or any(map(str.isspace, docs)):
         raise _Refused
-    if any(map(any, map(_TEXTS, results))):  # optional text (title, snippet, url): kept as the reference
+    # optional text (title, snippet, url): kept as the reference keeps it; one field over all the results at
+    # a time (no tuple per result: a third cheaper, and most traffic carries none)
+    if any(any(map(field, results)) for field in _TEXT_EACH):
         results = _texts(results, limits.max_text_chars)
     if all(map(eq, map(_POSITION, results), count(1))):
         return tuple(results)

@@ -35,11 +35,13 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import hiredis
 from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline
 from redis.exceptions import (
     ClusterError,
+    DataError,
     RedisClusterException,
     SlotNotCoveredError,
     TryAgainError,
@@ -117,13 +119,57 @@ def cluster_seeds(url: str) -> tuple[str, list[tuple[str, int]]]:
     return first, seeds
 
 
+class HiredisPacking:
+    """Commands packed into the Redis protocol by hiredis (C), as redis-py's synchronous client does when
+    hiredis is installed; its asyncio connections pack in Python, one argument at a time, growing one buffer
+    by copies: about 5% of the worker's CPU per message, most of it the ``MGET`` of a batch's sessions
+    (docs/scaling.md, "What one message costs"). Mixed into the connection class the URL chose (TCP, TLS,
+    Unix socket): what the connection sends is byte for byte the same."""
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        if isinstance(args[0], str):  # a command name of several words ("CONFIG GET"): sent as arguments
+            args = (*args[0].encode().split(), *args[1:])
+        elif b" " in args[0]:
+            args = (*args[0].split(), *args[1:])
+        try:
+            return [hiredis.pack_command(args)]
+        except TypeError as error:  # what redis-py's encoder refuses (None, a dict...), with its error type
+            raise DataError(str(error)) from None
+
+    def pack_commands(self, commands: Iterable[Iterable[Any]]) -> list[bytes]:
+        return [b"".join(self.pack_command(*command)[0] for command in commands)]
+
+
+_PACKED: dict[type, type] = {}
+
+
+def packed_by_hiredis(connection_class: type) -> type:
+    """``connection_class`` with :class:`HiredisPacking` mixed in (made once per class)."""
+    if issubclass(connection_class, HiredisPacking):
+        return connection_class
+    if connection_class not in _PACKED:
+        name = f"Hiredis{connection_class.__name__}"
+        _PACKED[connection_class] = type(name, (HiredisPacking, connection_class), {})
+    return _PACKED[connection_class]
+
+
 def connect(url: str, **options: Any) -> RedisClient:
-    """The client for ``url`` (see the module docstring); ``options`` as for ``Redis.from_url``."""
+    """The client for ``url`` (see the module docstring); ``options`` as for ``Redis.from_url``. Its
+    connections pack commands with hiredis (:class:`HiredisPacking`)."""
     if not is_cluster_url(url):
-        return Redis.from_url(url, **options)
+        client = Redis.from_url(url, **options)
+        pool = client.connection_pool
+        pool.connection_class = packed_by_hiredis(pool.connection_class)
+        return client
     first, seeds = cluster_seeds(url)
     others = [ClusterNode(host, port) for host, port in seeds[1:]]
-    return MonitorCluster.from_url(first, startup_nodes=others, **options)
+    cluster = MonitorCluster.from_url(first, startup_nodes=others, **options)
+    manager = cluster.nodes_manager  # the nodes it finds later are made with these keyword arguments
+    kwargs = manager.connection_kwargs
+    kwargs["connection_class"] = packed_by_hiredis(kwargs["connection_class"])
+    for node in manager.startup_nodes.values():
+        node.connection_class = packed_by_hiredis(node.connection_class)
+    return cluster
 
 
 def queue_mget(pipe: RedisPipeline, keys: list[str]) -> None:

@@ -101,8 +101,9 @@ async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: Str
                 cells.setdefault(index, set()).update(fields)
         final = max(final, e.ts)
     pipe = redis.pipeline(transaction=False)
-    queue_mget(pipe, [keys.p(partition, "s", s) for s in session_ids] or [keys.p(partition, "-")])
-    queue_mget(pipe, [keys.p(partition, "e", s) for s in session_ids] or [keys.p(partition, "-")])
+    records_at, early_at = keys.p(partition, "s", ""), keys.p(partition, "e", "")  # + the session id
+    queue_mget(pipe, [records_at + s for s in session_ids] or [keys.p(partition, "-")])
+    queue_mget(pipe, [early_at + s for s in session_ids] or [keys.p(partition, "-")])
     full_order = sorted(full)
     for qkey in full_order:
         _queue_query(pipe, keys, qkey)

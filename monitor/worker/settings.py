@@ -78,6 +78,7 @@ class WorkerSettings:
     deploy_token: str | None = field(default=None, repr=False)
     log_level: str = "info"
     event_loop: str = "asyncio"
+    gc_threshold: int = 50_000
     datadir: str | None = None
     canary_alpha: float = 0.05
     canary_min_drop: float = 0.02
@@ -172,6 +173,7 @@ ENV: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "deploy_token": ("MONITOR_DEPLOY_TOKEN", v.non_empty),
     "log_level": ("MONITOR_LOG_LEVEL", v.level),
     "event_loop": ("MONITOR_EVENT_LOOP", v.choice("asyncio", "uvloop")),
+    "gc_threshold": ("MONITOR_GC_THRESHOLD", v.integer(0, 10_000_000)),
     "datadir": ("MONITOR_DATADIR", v.non_empty),
     "canary_alpha": ("MONITOR_CANARY_ALPHA", v.fraction),
     "canary_min_drop": ("MONITOR_CANARY_MIN_DROP", v.fraction),

@@ -20,6 +20,7 @@ from monitor.core.events import (
     Deploy,
     Event,
     EventError,
+    Impression,
     Label,
     Limits,
     encode_annotation,
@@ -84,6 +85,22 @@ def test_results_out_of_order_are_ordered_by_position_as_the_reference_does() ->
                       "results": [{"doc_id": "b", "position": 2, "score": 1}, {"doc_id": "a", "position": 1}]})
     event = agree(raw.encode())
     assert event is not None and [r.doc_id for r in event.results] == ["a", "b"]  # type: ignore[union-attr]
+
+
+def test_result_text_is_kept_as_the_reference_keeps_it_however_its_key_is_spelled() -> None:
+    """Results without a text key are not looked at for text (the bytes say so); a key spelled with an
+    escape (``\\u0074itle``) is a ``title`` all the same, and cut to the limit as the reference cuts it."""
+    limits = Limits(max_text_chars=3)
+    for key in ("title", "snippet", "url", "\\u0074itle", "sn\\u0069ppet", "\\u0075rl"):
+        raw = ('{"type":"impression","session_id":"s","query":"q","ranker":"r","ts":5,"results":['
+               f'{{"doc_id":"a","position":1,"{key}":"Earbuds"}},{{"doc_id":"b","position":2,"{key}":"  "}}]}}')
+        event = agree(raw.encode(), limits=limits)
+        assert isinstance(event, Impression), raw
+        name = {"\\u0074itle": "title", "sn\\u0069ppet": "snippet", "\\u0075rl": "url"}.get(key, key)
+        assert [getattr(r, name) for r in event.results] == ["Ear", None], raw
+    plain = agree(b'{"type":"impression","session_id":"s","query":"q","ranker":"r","ts":5,'
+                  b'"results":[{"doc_id":"a","position":1,"score":0.5}]}', limits=limits)
+    assert isinstance(plain, Impression) and plain.results[0].title is None
 
 
 # generated JSON near the schemas: each field takes valid values and the values validators trip on

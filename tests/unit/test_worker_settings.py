@@ -9,6 +9,8 @@ import json
 import logging
 import re
 import ssl
+import subprocess
+import sys
 from pathlib import Path
 
 import faust
@@ -311,3 +313,21 @@ def test_the_event_loop_and_the_groups_are_settings_with_clear_refusals() -> Non
     with pytest.raises(SettingsError, match="MONITOR_REDIS_GROUPS"):
         load_settings({"MONITOR_REDIS_GROUPS": "0"})
     assert load_settings({"MONITOR_KAFKA_SASL_MECHANISM": "scram-sha-256"}).kafka_sasl_mechanism == "SCRAM-SHA-256"
+
+
+def test_the_collector_threshold_is_a_setting_and_tunes_a_fresh_process() -> None:
+    assert load_settings({}).gc_threshold == 50_000
+    assert load_settings({"MONITOR_GC_THRESHOLD": "0"}).gc_threshold == 0
+    with pytest.raises(SettingsError, match="MONITOR_GC_THRESHOLD"):
+        load_settings({"MONITOR_GC_THRESHOLD": "-1"})
+    # in a process of its own: the test process's collector stays as it is
+    script = ("import gc, json, sys; from monitor.worker.cli import tune_gc; before = gc.get_threshold(); "
+              "tune_gc(int(sys.argv[1])); print(json.dumps([before, gc.get_threshold(), gc.get_freeze_count()]))")
+    for threshold in (50_000, 0):
+        done = subprocess.run([sys.executable, "-c", script, str(threshold)], capture_output=True, text=True,
+                              check=True)
+        before, after, frozen = json.loads(done.stdout)
+        if threshold:
+            assert after == [threshold, *before[1:]] and frozen > 10_000  # the imports are frozen out
+        else:
+            assert after == before and frozen == 0
