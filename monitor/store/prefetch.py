@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from monitor.core.events import Annotation, Event, Impression
+from monitor.core.stream.admission import undeclared
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.held_grades import Labels, Stamps
 from monitor.core.stream.join import frequency_slices
 from monitor.core.stream.lean import frequency_fields
-from monitor.core.stream.sampling import budget_period, may_sample
+from monitor.core.stream.sampling import budget_period, may_sample_bucket
 from monitor.core.stream.session import SessionRecord, query_key
 from monitor.store.client import RedisClient, queue_mget
 from monitor.store.keys import Keys, text
@@ -64,14 +65,22 @@ def _take_query(out: Prefetched, qkey: str, results: Sequence[Any], at: int) -> 
 
 def candidates(events: Sequence[Event], spent: Mapping[tuple[str, int], float], config: StreamConfig,
                partitions: int) -> set[str]:
-    """The queries of the batch's impressions that may be sampled (read in full)."""
+    """The queries of the batch's impressions that may be sampled (read in full): those
+    :func:`~monitor.core.stream.sampling.may_sample` takes, with the buckets still open per budget period
+    found once per period (most of a batch is one period, and in most periods most buckets are spent)."""
     full: set[str] = set()
+    open_in: dict[int, frozenset[str]] = {}
     for e in events:
         if not isinstance(e, Impression):
             continue
         period = budget_period(e.ts, config)
-        budget = {b: spent.get((b, period), 0.0) for b in config.budget}
-        if may_sample(e, budget, config, partitions):
+        buckets = open_in.get(period)
+        if buckets is None:
+            budget = {b: spent.get((b, period), 0.0) for b in config.budget}
+            buckets = open_in[period] = frozenset(
+                b for b in config.budget if may_sample_bucket(b, budget, config, partitions))
+        if buckets and (e.query_bucket is None or e.query_bucket in buckets) \
+                and undeclared(e, config) is None:
             full.add(query_key(e.query))
     return full
 
@@ -92,13 +101,15 @@ async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: Str
     full = candidates(events, spent, config, partitions)
     refreshed = sorted({e.query_key for e in events if isinstance(e, Annotation) and e.query_key is not None}
                        - full)
-    cells: dict[int, set[str]] = {}
+    # every slice any impression without a bucket reads, each with the cells of all of them: a superset of
+    # what each slice's impressions read (true counts too), found and looked up once per batch
+    windows: set[range] = set()
+    wanted: dict[str, None] = {}
     final = watermark
     for e in impressions:
         if e.query_bucket is None:  # only an impression without a bucket reads the sketch
-            fields = frequency_fields(e.query, config)
-            for index in frequency_slices(e.ts, config):
-                cells.setdefault(index, set()).update(fields)
+            wanted.update(dict.fromkeys(frequency_fields(e.query, config)))
+            windows.add(frequency_slices(e.ts, config))
         final = max(final, e.ts)
     pipe = redis.pipeline(transaction=False)
     records_at, early_at = keys.p(partition, "s", ""), keys.p(partition, "e", "")  # + the session id
@@ -109,7 +120,7 @@ async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: Str
         _queue_query(pipe, keys, qkey)
     for qkey in refreshed:
         pipe.hgetall(keys.q(qkey, "shared"))
-    sketch_order = sorted(cells)
+    sketch_order = sorted({index for window in windows for index in window})
     sketches.prune(partition, sketch_order)
     whole = sketches.missing(partition, sketch_order)
     for index in whole:  # the counters, and the hash of a slice written before them
@@ -136,8 +147,7 @@ async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: Str
     for index in whole:
         sketches.load(partition, index, results[at], results[at + 1])
         at += 2
-    for index in sketch_order:
-        state.sketch[index] = sketches.counts(partition, index, sorted(cells[index]))
+    state.sketch.update(sketches.counts_of(partition, sketch_order, list(wanted)))
     due: list[tuple[str, float]] = []
     if math.isfinite(final):
         due = [(text(member), float(score)) for member, score in results[at]]

@@ -74,6 +74,16 @@ class SketchCache:
         positions = [field_index(f, self.width) for f in fields]
         return dict(zip(fields, self._slices[partition][index][positions].tolist(), strict=True))
 
+    def counts_of(self, partition: int, indices: Iterable[int], fields: list[str]
+                  ) -> dict[int, dict[str, float]]:
+        """:meth:`counts` of the same ``fields`` in several held slices (their positions found once)."""
+        indices = list(indices)
+        if not indices:  # (a batch whose impressions all carry their bucket reads no slice)
+            return {}
+        positions = [field_index(f, self.width) for f in fields]
+        held = self._slices[partition]
+        return {index: dict(zip(fields, held[index][positions].tolist(), strict=True)) for index in indices}
+
     def committed(self, partition: int, increments: Mapping[int, Mapping[str, float]]) -> None:
         """A commit of ``partition`` landed with these sketch increments (slice → cell → amount)."""
         held = self._slices.get(partition)

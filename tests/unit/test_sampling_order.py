@@ -220,6 +220,8 @@ def test_what_a_batch_samples_is_what_may_sample_allowed_at_its_start(seed: int)
                                  query_bucket=rng.choice([None, "head", "torso", "tail"])))
     start = dict(state.budget)
     allowed = candidates(events, start, config, PARTITIONS)
+    assert allowed == {query_key(e.query) for e in events if isinstance(e, Impression) and may_sample(
+        e, {b: start.get((b, budget_period(e.ts, config)), 0.0) for b in config.budget}, config, PARTITIONS)}
     query_labels: dict[str, Labels] = {}
     sampled = 0
     for event in events:
