@@ -91,7 +91,7 @@ _DECODER = msgspec.json.Decoder(_Impression | _Annotation | _Deploy)
 _POSITION = attrgetter("position")
 _DOC_ID = attrgetter("doc_id")
 _TEXTS = attrgetter(*events.TEXT_FIELDS)
-_TEXT_EACH = tuple(attrgetter(name) for name in events.TEXT_FIELDS)
+_TITLE, _SNIPPET, _URL = (attrgetter(name) for name in events.TEXT_FIELDS)
 
 
 class _Refused(Exception):
@@ -124,7 +124,7 @@ def _results(results: list[Result], limits: Limits) -> tuple[Result, ...]:
         raise _Refused
     # optional text (title, snippet, url): kept as the reference keeps it; one field over all the results at
     # a time (no tuple per result: a third cheaper, and most traffic carries none)
-    if any(any(map(field, results)) for field in _TEXT_EACH):
+    if any(map(_TITLE, results)) or any(map(_SNIPPET, results)) or any(map(_URL, results)):
         results = _texts(results, limits.max_text_chars)
     if all(map(eq, map(_POSITION, results), count(1))):
         return tuple(results)

@@ -158,7 +158,8 @@ class Processor:
     async def _apply(self, partition: int, part: Sequence[Consumed]) -> list[Outcome]:
         """One partition's messages in one transaction: redone after :class:`Fenced`, after a catch-up
         from Kafka on :class:`StateBehind`; then their offsets become the known positions."""
-        messages = [self._message(c) for c in part]
+        roles, entries = self.roles, self._entries  # (bound once: a batch is thousands of messages)
+        messages = [Message(c.topic, c.offset, c.raw, roles.get(c.topic), entries, c.key) for c in part]
         generation = self._generation
         while True:
             previous = {c.topic: self.positions[(c.topic, partition)] for c in part
