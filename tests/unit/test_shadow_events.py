@@ -223,10 +223,13 @@ def test_generated_shadow_fields_agree_with_the_reference(shadow: object, limits
 
 
 def test_generated_shadow_fields_are_often_valid() -> None:
-    """The strategy reaches the fast path (else the property above would test only refusals)."""
+    """The strategy reaches the fast path (else the property above would test only refusals). Searched
+    without an example database, as on a fresh clone, with a budget that finds one every time (the
+    default missed in 6 of 20 fresh runs)."""
     from hypothesis import find
     found = find(SHADOW, lambda s: isinstance(s, list) and len(s) >= 2
-                 and fast_decode(impression(s), FOUR_LEVEL_SCALE) is not None)
+                 and fast_decode(impression(s), FOUR_LEVEL_SCALE) is not None,
+                 settings=settings(max_examples=5000, database=None))
     assert len(found) >= 2
 
 
