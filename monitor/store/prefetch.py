@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from monitor.core.events import Annotation, Event, Impression
-from monitor.core.stream.admission import undeclared
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.held_grades import Labels, Stamps
 from monitor.core.stream.join import frequency_slices
 from monitor.core.stream.lean import frequency_fields
-from monitor.core.stream.sampling import budget_period, may_sample_bucket
+from monitor.core.stream.sampling import budget_period, may_sample
 from monitor.core.stream.session import SessionRecord, query_key
 from monitor.store.client import RedisClient, queue_mget
 from monitor.store.keys import Keys, text
@@ -65,22 +64,18 @@ def _take_query(out: Prefetched, qkey: str, results: Sequence[Any], at: int) -> 
 
 def candidates(events: Sequence[Event], spent: Mapping[tuple[str, int], float], config: StreamConfig,
                partitions: int) -> set[str]:
-    """The queries of the batch's impressions that may be sampled (read in full): those
-    :func:`~monitor.core.stream.sampling.may_sample` takes, with the buckets still open per budget period
-    found once per period (most of a batch is one period, and in most periods most buckets are spent)."""
+    """The queries of the batch's impressions that may be sampled (read in full), by
+    :func:`~monitor.core.stream.sampling.may_sample` with each budget period's spend gathered once."""
     full: set[str] = set()
-    open_in: dict[int, frozenset[str]] = {}
+    budgets: dict[int, dict[str, float]] = {}
     for e in events:
         if not isinstance(e, Impression):
             continue
         period = budget_period(e.ts, config)
-        buckets = open_in.get(period)
-        if buckets is None:
-            budget = {b: spent.get((b, period), 0.0) for b in config.budget}
-            buckets = open_in[period] = frozenset(
-                b for b in config.budget if may_sample_bucket(b, budget, config, partitions))
-        if buckets and (e.query_bucket is None or e.query_bucket in buckets) \
-                and undeclared(e, config) is None:
+        budget = budgets.get(period)
+        if budget is None:
+            budget = budgets[period] = {b: spent.get((b, period), 0.0) for b in config.budget}
+        if may_sample(e, budget, config, partitions):
             full.add(query_key(e.query))
     return full
 

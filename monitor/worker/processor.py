@@ -151,15 +151,14 @@ class Processor:
             log.exception("a batch of partition %d failed; retrying its messages one by one", partition)
             return [await self._one(c) for c in part]
 
-    def _message(self, consumed: Consumed) -> Message:
-        return Message(consumed.topic, consumed.offset, consumed.raw, self.roles.get(consumed.topic),
-                       self._entries, consumed.key)
+    def _messages(self, part: Sequence[Consumed]) -> list[Message]:
+        roles, entries = self.roles, self._entries  # (bound once: a batch is thousands of messages)
+        return [Message(c.topic, c.offset, c.raw, roles.get(c.topic), entries, c.key) for c in part]
 
     async def _apply(self, partition: int, part: Sequence[Consumed]) -> list[Outcome]:
         """One partition's messages in one transaction: redone after :class:`Fenced`, after a catch-up
         from Kafka on :class:`StateBehind`; then their offsets become the known positions."""
-        roles, entries = self.roles, self._entries  # (bound once: a batch is thousands of messages)
-        messages = [Message(c.topic, c.offset, c.raw, roles.get(c.topic), entries, c.key) for c in part]
+        messages = self._messages(part)
         generation = self._generation
         while True:
             previous = {c.topic: self.positions[(c.topic, partition)] for c in part
@@ -206,7 +205,7 @@ class Processor:
             log.info("%s[%d]: Kafka has no message between offsets %d and %d", topic, partition, stored, end)
 
     async def _one(self, consumed: Consumed) -> Outcome:
-        message = self._message(consumed)
+        message = self._messages([consumed])[0]
         backoff = Backoff(self.retry_delay, self.max_retry_delay)
         for attempt in range(1, self.attempts + 1):
             try:

@@ -82,10 +82,4 @@ def may_sample(event: Impression, spent: Mapping[str, float], config: StreamConf
     if undeclared(event, config) is not None:
         return False
     buckets = (event.query_bucket,) if event.query_bucket is not None else tuple(config.budget)
-    return any(may_sample_bucket(b, spent, config, partitions) for b in buckets)
-
-
-def may_sample_bucket(bucket: str, spent: Mapping[str, float], config: StreamConfig, partitions: int) -> bool:
-    """Whether an impression of ``bucket`` may be sampled, given the spend per bucket at the batch's start
-    (:func:`may_sample` for one bucket, of a declared impression)."""
-    return spent.get(bucket, 0.0) < config.budget[bucket] / partitions
+    return any(spent.get(b, 0.0) < config.budget[b] / partitions for b in buckets)
