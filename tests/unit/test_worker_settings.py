@@ -331,3 +331,21 @@ def test_the_collector_threshold_is_a_setting_and_tunes_a_fresh_process() -> Non
             assert after == [threshold, *before[1:]] and frozen > 10_000  # the imports are frozen out
         else:
             assert after == before and frozen == 0
+
+
+def test_the_worker_does_not_build_debug_records_it_then_drops() -> None:
+    # Faust's spinner sets the root logger to DEBUG (and keeps it); the worker runs without one, so a
+    # log.debug of aiokafka in the hot path costs a level check, not a record (a process of its own: the
+    # test process's logging stays as it is)
+    script = ("import json, logging, sys, faust; from faust.worker import Worker; "
+              "from monitor.worker.cli import setup_logging, without_spinner; setup_logging('WARNING'); "
+              "worker = Worker(faust.App('t', broker='kafka://127.0.0.1:1'), loglevel='WARNING', quiet=True, "
+              "redirect_stdouts=False); "
+              "without_spinner(worker) if sys.argv[1] == 'worker' else None; worker._setup_logging(); "
+              "print(json.dumps([logging.getLogger('aiokafka').isEnabledFor(logging.DEBUG), "
+              "logging.getLogger('monitor.worker').isEnabledFor(logging.WARNING)]))")
+    found = {}
+    for how in ("worker", "faust"):
+        done = subprocess.run([sys.executable, "-c", script, how], capture_output=True, text=True, check=True)
+        found[how] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found == {"worker": [False, True], "faust": [True, True]}
