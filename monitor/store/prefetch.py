@@ -1,16 +1,17 @@
 """The reads a partition's batch makes before its steps: what the batch's events will read, in one pipelined
-round trip, plus one for records due to close that the batch does not touch.
+round trip, and a second when the batch samples a session or has records due to close that it does not
+touch.
 
 Session records, early labels, the sketch cells of impressions without ``query_bucket`` (from the slices
 held in memory, :class:`~monitor.store.sketch_cache.SketchCache`; a slice it lacks is read whole), the
 deadlines due by the batch's last event time and the shared grades the batch's refreshes name, as a
 :class:`~monitor.store.partition_state.PartitionState` (with the budget spent, read by the caller with
-the partition's ``meta``); and, from the queries' own slots,
-their judgments, the judgments' ts and their shared grades, **only for the impressions that may be
-sampled** (:func:`~monitor.core.stream.sampling.may_sample`, given the budget at the batch's start). An
-impression that cannot be sampled reads nothing of its query: the rule does not read the query's judgments.
-Most traffic is impressions of sessions that are not sampled: they cost two keys of one ``MGET`` each, and
-no read of their query.
+the partition's ``meta``); then, from the queries' own slots, their judgments, the judgments' ts and their
+shared grades **only for the impressions the batch samples** (:func:`sampled_queries`: exactly those in
+``sessions`` mode, from what the first read gave; those that may be in ``judgments`` mode). A step that
+does not sample reads nothing of its query: the rule does not read the query's judgments. Most traffic is
+impressions of sessions that are not sampled: they cost two keys of one ``MGET`` each, and no read of
+their query.
 """
 
 from __future__ import annotations
@@ -22,12 +23,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from monitor.core.events import Annotation, Event, Impression
+from monitor.core.grades import Scale
+from monitor.core.stream.admission import past_error, undeclared
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.held_grades import Labels, Stamps
-from monitor.core.stream.join import frequency_slices
+from monitor.core.stream.join import frequency_slices, step
 from monitor.core.stream.lean import frequency_fields
 from monitor.core.stream.sampling import budget_period, may_sample
 from monitor.core.stream.session import SessionRecord, query_key
+from monitor.core.stream.windows import slice_index
 from monitor.store.client import RedisClient, queue_mget
 from monitor.store.keys import Keys, text
 from monitor.store.partition_state import PartitionState
@@ -64,8 +68,10 @@ def _take_query(out: Prefetched, qkey: str, results: Sequence[Any], at: int) -> 
 
 def candidates(events: Sequence[Event], spent: Mapping[tuple[str, int], float], config: StreamConfig,
                partitions: int) -> set[str]:
-    """The queries of the batch's impressions that may be sampled (read in full), by
-    :func:`~monitor.core.stream.sampling.may_sample` with each budget period's spend gathered once."""
+    """The queries of the batch's impressions that may be sampled, by
+    :func:`~monitor.core.stream.sampling.may_sample` with each budget period's spend gathered once: a
+    superset, from the spend at the batch's start alone (what :func:`sampled_queries` reads in judgments
+    mode, where a session's cost depends on its query's judgments)."""
     full: set[str] = set()
     budgets: dict[int, dict[str, float]] = {}
     for e in events:
@@ -80,22 +86,106 @@ def candidates(events: Sequence[Event], spent: Mapping[tuple[str, int], float], 
     return full
 
 
-async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: StreamConfig, partition: int,
-                   watermark: float, events: Sequence[Event], spent: Mapping[tuple[str, int], float],
-                   partitions: int, sketches: SketchCache) -> Prefetched:
-    """What ``events`` will read, from one pipelined round trip (two when records are due that no event
-    touches); ``spent``: (bucket, period) → the budget spent, as read with ``meta``;
-    ``sketches``: the partitions' sketch slices held in memory (the slices it lacks are read whole into
-    it)."""
+class _Slices(dict[int, dict[str, float]]):
+    """Sketch slices that share the read ones until a step writes one (``setdefault``: then a copy)."""
+
+    def __init__(self, read: Mapping[int, dict[str, float]]) -> None:
+        super().__init__(read)
+        self._own: set[int] = set()
+
+    def setdefault(self, key: int, default: dict[str, float] | None = None) -> dict[str, float]:
+        if key not in self._own:
+            self._own.add(key)
+            self[key] = dict(self.get(key, default or {}))
+        return self[key]
+
+
+def sampled_queries(events: Sequence[Event], state: PartitionState, config: StreamConfig, scale: Scale,
+                    partitions: int) -> set[str]:
+    """The queries of the impressions the batch's steps will sample, from the partition's state as read
+    (``state``: its records, sketch slices, budget spent and watermark; not changed).
+
+    In ``sessions`` mode that is exact, and most batches read none: whether an impression is sampled
+    depends only on the partition's own impressions before it (its bucket, carried or estimated from the
+    sketch they count into; a duplicate's record; the spend their samples add; the watermark that makes an
+    old one a dead letter), never on a query's judgments or on the batch's annotations. So the impressions
+    run through the same steps on a scratch copy of that part of the state (``count_only``, else ``step``
+    with no judgments loaded), up to the last impression of a budget period with a bucket not yet spent (a
+    spent period's impressions only count: the sketch and the watermark, which later impressions read).
+    When every bucket of the batch's periods has room for all its impressions (an unlimited budget), and in
+    ``judgments`` mode (a session's cost depends on what its query has graded): the superset of
+    :func:`candidates`, with no steps.
+
+    The writer checks every sampled session's query was read (a step that samples one without raises)."""
+    if config.budget_unit != "sessions":
+        return candidates(events, state.budget, config, partitions)
+    shares = [(b, config.budget[b] / partitions) for b in config.budget]
+    width, length = config.budget_period, config.frequency_window / config.frequency_slices
+    budget = state.budget
+    last: dict[int, int] = {}  # a period with a bucket not yet spent → the index of its last impression
+    spent: set[int] = set()
+    for index, e in enumerate(events):
+        if isinstance(e, Impression):
+            period = math.floor(e.ts / width)  # (budget_period)
+            if period in last:
+                last[period] = index
+            elif period not in spent:
+                if any(budget.get((b, period), 0.0) < share for b, share in shares):
+                    last[period] = index
+                else:
+                    spent.add(period)
+    if not last:  # (most batches: every bucket's budget spent in every period they touch)
+        return set()
+    room = sum(1 for e in events if isinstance(e, Impression))
+    if not spent and all(budget.get((b, p), 0.0) + room < share for p in last for b, share in shares):
+        # every bucket of every period has room for all of them (an unlimited budget): each one not a
+        # duplicate is sampled, whatever its bucket; the superset costs no steps
+        return candidates(events, budget, config, partitions)
+    scratch = PartitionState(watermark=state.watermark, records=dict(state.records),
+                             sketch=_Slices(state.sketch), budget=dict(budget))
+    out: set[str] = set()
+    end = max(last.values())
+    for index, e in enumerate(events):
+        if index > end:  # no later impression can be sampled
+            break
+        if not isinstance(e, Impression) or past_error(e, scratch.watermark, config) is not None:
+            continue
+        if math.floor(e.ts / width) not in last:  # only counted: what later impressions read
+            scratch.watermark = max(scratch.watermark, e.ts)
+            if e.session_id not in scratch.records and undeclared(e, config) is None:
+                slot = scratch.sketch.setdefault(slice_index(e.ts, length), {})
+                for name in frequency_fields(e.query, config):
+                    slot[name] = slot.get(name, 0.0) + 1.0
+            continue
+        if scratch.count_only(e, config, partitions) is not None:
+            continue
+        transition = step(e, scratch.load(e, {}, config, {}, {}), config, scale, partitions)
+        transition.deadlines.clear()  # (no closes: they change no record's existence, spend or sketch)
+        scratch.apply(transition)
+        if transition.budget is not None:  # sampled: its query is read; its period may now be spent
+            out.add(transition.pending_queries[0][0])
+            period = transition.budget[1]
+            if all(scratch.budget.get((b, period), 0.0) >= share for b, share in shares):
+                del last[period]
+                end = max(last.values(), default=-1)
+    return out
+
+
+async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: StreamConfig, scale: Scale,
+                   partition: int, watermark: float, events: Sequence[Event],
+                   spent: Mapping[tuple[str, int], float], partitions: int, sketches: SketchCache
+                   ) -> Prefetched:
+    """What ``events`` will read: one pipelined round trip, and a second for the judgments of the queries
+    the batch samples (:func:`sampled_queries`) and the records due that no event touches, when there are
+    any; ``spent``: (bucket, period) → the budget spent, as read with ``meta``; ``sketches``: the
+    partitions' sketch slices held in memory (the slices it lacks are read whole into it)."""
     state = PartitionState(watermark=watermark)
     state.budget.update(spent)
     out = Prefetched(state)
     session_ids = sorted({e.session_id for e in events
                           if isinstance(e, Impression | Annotation) and e.session_id is not None})
     impressions = [e for e in events if isinstance(e, Impression)]
-    full = candidates(events, spent, config, partitions)
-    refreshed = sorted({e.query_key for e in events if isinstance(e, Annotation) and e.query_key is not None}
-                       - full)
+    refreshed = sorted({e.query_key for e in events if isinstance(e, Annotation) and e.query_key is not None})
     # every slice any impression without a bucket reads, each with the cells of all of them: a superset of
     # what each slice's impressions read (true counts too), found and looked up once per batch
     windows: set[range] = set()
@@ -110,9 +200,6 @@ async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: Str
     records_at, early_at = keys.p(partition, "s", ""), keys.p(partition, "e", "")  # + the session id
     queue_mget(pipe, [records_at + s for s in session_ids] or [keys.p(partition, "-")])
     queue_mget(pipe, [early_at + s for s in session_ids] or [keys.p(partition, "-")])
-    full_order = sorted(full)
-    for qkey in full_order:
-        _queue_query(pipe, keys, qkey)
     for qkey in refreshed:
         pipe.hgetall(keys.q(qkey, "shared"))
     sketch_order = sorted({index for window in windows for index in window})
@@ -134,11 +221,8 @@ async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: Str
             if stamps:
                 state.early_stamps[session_id] = stamps
     at = 2
-    for qkey in full_order:
-        at = _take_query(out, qkey, results, at)
-    for qkey in refreshed:
-        out.shared.hold(qkey, results[at])
-        at += 1
+    shared_at = dict(zip(refreshed, results[at:at + len(refreshed)], strict=True))
+    at += len(refreshed)
     for index in whole:
         sketches.load(partition, index, results[at], results[at + 1])
         at += 2
@@ -147,13 +231,22 @@ async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: Str
     if math.isfinite(final):
         due = [(text(member), float(score)) for member, score in results[at]]
     missing = [s for s, _ in due if s not in state.records]
-    if missing:  # the second round trip: records due that no event touches
+    full = sorted(sampled_queries(events, state, config, scale, partitions))
+    if missing or full:  # the second round trip: the sampled queries, records due that no event touches
         again = redis.pipeline(transaction=False)
         queue_mget(again, [keys.p(partition, "s", s) for s in missing] or [keys.p(partition, "-")])
-        more = await again.execute()
+        for qkey in full:
+            _queue_query(again, keys, qkey)
+        more = await scripts.execute(redis, again, ())
         for session_id, record in zip(missing, more[0], strict=False):
             if record:
                 state.records[session_id] = SessionRecord.from_json(record)
+        at = 1
+        for qkey in full:
+            at = _take_query(out, qkey, more, at)
+    for qkey, stored in shared_at.items():
+        if qkey not in out.loaded:  # (a sampled query's, read again with its judgments, is newer)
+            out.shared.hold(qkey, stored)
     for session_id, deadline in due:
         if session_id in state.records:
             state.deadlines[session_id] = deadline

@@ -130,8 +130,8 @@ class RedisState(Reader):
         for index, error in rejected:
             outcomes[index] = Outcome(dead_letter=error)
             batch.count(dead_letter(error.code))
-        read = await prefetch(self.redis, self.keys, self.scripts, self.config, partition, watermark,
-                              [e for _, e in events], spent, self.partitions, self.sketches)
+        read = await prefetch(self.redis, self.keys, self.scripts, self.config, self.scale, partition,
+                              watermark, [e for _, e in events], spent, self.partitions, self.sketches)
         state, query_labels, shared, query_stamps = (read.state, read.query_labels, read.shared,
                                                      read.query_stamps)
         steps: list[tuple[int, Transition, Loaded]] = []
@@ -155,7 +155,7 @@ class RedisState(Reader):
             transition = step(event, loaded, self.config, self.scale, self.partitions)
             if transition.pending_queries and transition.pending_queries[0][0] not in read.loaded:
                 raise RuntimeError(f"a session of query {transition.pending_queries[0][0]} was sampled "
-                                   "without its judgments read (prefetch.candidates must give its query)")
+                                   "without its judgments read (prefetch.sampled_queries names it)")
             state.apply(transition)
             if transition.query_labels is not None:  # what the batch's later impressions read
                 key, labels = transition.query_labels
@@ -251,8 +251,8 @@ class RedisState(Reader):
         periods = [budget_period(event.ts, self.config)] if isinstance(event, Impression) else []
         meta, spent = await self._meta(partition, periods)
         watermark = float(meta["wm"]) if "wm" in meta else -math.inf
-        read = await prefetch(self.redis, self.keys, self.scripts, self.config, partition, watermark, [event],
-                              spent, self.partitions, self.sketches)
+        read = await prefetch(self.redis, self.keys, self.scripts, self.config, self.scale, partition,
+                              watermark, [event], spent, self.partitions, self.sketches)
         loaded = read.state.load(event, read.query_labels, self.config, read.shared, read.query_stamps)
         transition = step(event, loaded, self.config, self.scale, self.partitions)
         batch = Batch(partition)

@@ -185,58 +185,86 @@ def test_produce_writes_each_event_it_sends_in_order(tmp_path: Path) -> None:
     assert build_parser().parse_args(["--write-events", str(path)]).write_events == str(path)
 
 
-@pytest.mark.parametrize("seed", range(16))
-def test_what_a_batch_samples_is_what_may_sample_allowed_at_its_start(seed: int) -> None:
-    """The Redis writer reads a query's judgments only for the queries :func:`candidates` gives (from
-    ``may_sample`` at the batch's start); every impression the batch's steps sample must be among them,
-    whatever the spend, the buckets (carried or estimated), query judgments and undeclared variants."""
+@pytest.mark.parametrize("seed", range(24))
+def test_the_queries_read_for_a_batch_are_those_its_steps_sample(seed: int) -> None:
+    """The Redis writer reads a query's judgments only for the queries :func:`sampled_queries` gives, from
+    the state as read before the batch's steps: in ``sessions`` mode exactly the queries the steps sample,
+    in ``judgments`` mode (or when every bucket has room for all of the batch) a superset (``may_sample`` at
+    the batch's start). Whatever the spend, the buckets
+    (carried or estimated from a sketch earlier batches filled), duplicates of earlier batches' sessions and
+    of the batch's own, impressions too old for the watermark, query judgments and undeclared variants."""
     from monitor.core.events import Annotation, Event, Impression, Label, Result
+    from monitor.core.stream.admission import past_error
     from monitor.core.stream.counters import Counter
     from monitor.core.stream.held_grades import Labels
     from monitor.core.stream.join import step
     from monitor.core.stream.sampling import budget_period, may_sample
     from monitor.core.stream.session import query_key
     from monitor.store.partition_state import PartitionState
-    from monitor.store.prefetch import candidates
+    from monitor.store.prefetch import candidates, sampled_queries
 
     rng = random.Random(seed)
-    unit = rng.choice(["sessions", "judgments"])
-    config = StreamConfig(budget={b: float(rng.choice([0, 2, 6, 40])) for b in ("head", "torso", "tail")},
-                          budget_unit=unit, budget_period=600.0, head_min_frequency=8.0, torso_min_frequency=3.0)
+    unit = "sessions" if seed % 3 else "judgments"
+    unlimited = seed % 8 == 7  # room for every impression in every bucket: the superset, no steps
+    budget = ({b: 1e9 for b in ("head", "torso", "tail")} if unlimited else
+              {"head": float(rng.choice([8, 12, 40])), "torso": float(rng.choice([0, 8, 12])),
+               "tail": float(rng.choice([0, 8, 40]))})
+    config = StreamConfig(budget=budget, budget_unit=unit, budget_period=600.0, head_min_frequency=8.0, torso_min_frequency=3.0)
     state = PartitionState()
+    query_labels: dict[str, Labels] = {}
+
+    def impression(session: str, ts: float) -> Impression:
+        return Impression(session, f"q{rng.randrange(40)}", rng.choice(["r1", "r2"]), ts,
+                          tuple(Result(f"d{j}", j + 1) for j in range(rng.randint(1, 6))),
+                          variant=rng.choice([None, "canary", "other-arm"]),
+                          query_bucket=rng.choice([None, None, "head", "torso", "tail"]))
+
+    def run(events: list[Event]) -> set[str]:
+        sampled: set[str] = set()
+        for event in events:
+            if past_error(event, state.watermark, config) is not None:  # a dead letter, as in the writer
+                continue
+            transition = step(event, state.load(event, query_labels, config, {}, {}), config, FOUR_LEVEL_SCALE,
+                              PARTITIONS)
+            state.apply(transition)
+            if transition.query_labels is not None:
+                key, labels = transition.query_labels
+                query_labels[key] = {**query_labels.get(key, {}), **labels}
+            if any(c.name == "sampled" for c, _ in transition.counters):
+                assert isinstance(event, Impression)
+                sampled.add(query_key(event.query))
+                assert Counter("sampled", f"{transition.records[0].bucket}|{event.ranker}|"
+                                          f"{event.variant or 'control'}") in dict(transition.counters)
+        return sampled
+
+    # an earlier batch: records (later duplicates), a sketch, a watermark
+    run([impression(f"s{i}", 9_000.0 + i * 3.0) for i in range(150)])
     for bucket in ("head", "torso", "tail"):  # what earlier batches spent in this batch's periods
         for period in (16, 17):
-            state.budget[(bucket, period)] = float(rng.randint(0, 10))
+            state.budget[(bucket, period)] = float(rng.randint(0, 3))
     events: list[Event] = []
     for i in range(300):
         ts = 10_000.0 + i * 3.0  # two budget periods (16 and 17)
-        query = f"q{rng.randrange(12)}"
         if rng.random() < 0.1:
-            events.append(Annotation((Label("d1", FOUR_LEVEL_SCALE.parse(2)),), query=query))
+            events.append(Annotation((Label("d1", FOUR_LEVEL_SCALE.parse(2)),), query=f"q{rng.randrange(12)}"))
             continue
-        events.append(Impression(f"s{i}", query, rng.choice(["r1", "r2"]), ts,
-                                 tuple(Result(f"d{j}", j + 1) for j in range(rng.randint(1, 6))),
-                                 variant=rng.choice([None, "canary", "other-arm"]),
-                                 query_bucket=rng.choice([None, "head", "torso", "tail"])))
+        pick = rng.random()
+        session = f"s{rng.randrange(150)}" if pick < 0.1 else f"t{rng.randrange(i + 1)}" if pick < 0.2 else f"t{i}"
+        old = rng.random() < 0.03  # more than state_ttl behind the watermark: a dead letter
+        events.append(impression(session, ts - config.state_ttl - 100.0 if old else ts))
     start = dict(state.budget)
-    allowed = candidates(events, start, config, PARTITIONS)
-    assert allowed == {query_key(e.query) for e in events if isinstance(e, Impression) and may_sample(
+    before = PartitionState(watermark=state.watermark, records=dict(state.records),
+                            sketch={i: dict(c) for i, c in state.sketch.items()}, budget=dict(state.budget))
+    read = sampled_queries(events, state, config, FOUR_LEVEL_SCALE, PARTITIONS)
+    assert (state.watermark, state.records, state.sketch, state.budget) == (
+        before.watermark, before.records, before.sketch, before.budget)  # nothing changed
+    superset = candidates(events, start, config, PARTITIONS)
+    assert superset == {query_key(e.query) for e in events if isinstance(e, Impression) and may_sample(
         e, {b: start.get((b, budget_period(e.ts, config)), 0.0) for b in config.budget}, config, PARTITIONS)}
-    query_labels: dict[str, Labels] = {}
-    sampled = 0
-    for event in events:
-        transition = step(event, state.load(event, query_labels, config, {}, {}), config, FOUR_LEVEL_SCALE,
-                          PARTITIONS)
-        state.apply(transition)
-        if transition.query_labels is not None:
-            key, labels = transition.query_labels
-            query_labels[key] = {**query_labels.get(key, {}), **labels}
-        if any(c.name == "sampled" for c, _ in transition.counters):
-            assert isinstance(event, Impression)
-            sampled += 1
-            period = budget_period(event.ts, config)
-            spent = {b: start.get((b, period), 0.0) for b in config.budget}
-            assert may_sample(event, spent, config, PARTITIONS) and query_key(event.query) in allowed
-            assert Counter("sampled", f"{transition.records[0].bucket}|{event.ranker}|"
-                                      f"{event.variant or 'control'}") in dict(transition.counters)
-    assert sampled > 0  # (seeds 1, 2, 13 and 15 also leave queries out of the candidates)
+    sampled = run(events)
+    if unit == "sessions" and not unlimited:
+        assert read == sampled
+        assert read <= superset
+    else:
+        assert read == superset and sampled <= read
+    assert sampled
