@@ -24,7 +24,7 @@ from monitor.core.stream.session import SessionRecord
 from monitor.core.stream.transition import Transition
 from monitor.store.keys import SEQ, Keys
 from monitor.store.scripts import Ops, early_json
-from monitor.store.sketch_cache import field_index
+from monitor.store.sketch_cache import bitfield_offset
 
 
 def deploy_record(deploy: Deploy) -> dict[str, object]:
@@ -221,7 +221,7 @@ class Batch:
         for index, cells in self.sketch.items():  # one BITFIELD of u32 counters per slice (sketch_cache.py)
             key = keys.p(partition, "cmsb", index)
             first, last = ops.span([a for cell, count in cells.items() for a in (
-                "INCRBY", "u32", f"#{field_index(cell, width)}", str(int(count)))])
+                "INCRBY", "u32", bitfield_offset(cell, width), "1" if count == 1.0 else str(int(count)))])
             ops.add("bitincr", key, first, last)
             ops.add("expire", key, str(int(retention.sketch)))
         for (bucket, period), used in self.budget.items():

@@ -33,6 +33,12 @@ def field_index(field: str, width: int) -> int:
     return int(row) * width + int(column)
 
 
+@lru_cache(maxsize=65536)
+def bitfield_offset(field: str, width: int) -> str:
+    """The cell's offset as ``BITFIELD`` takes it for u32 counters: ``#<field_index>``."""
+    return f"#{field_index(field, width)}"
+
+
 class SketchCache:
     """Sketch slices per partition, as arrays of counts (see the module docstring)."""
 
