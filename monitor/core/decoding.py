@@ -118,9 +118,9 @@ def _results(results: list[Result], limits: Limits) -> tuple[Result, ...]:
     n = len(results)
     if not 0 < n <= limits.max_results:
         raise _Refused
-    docs = set(map(_DOC_ID, results))  # map, min, max, any over C callables: no Python call per result
-    if len(docs) != n or "" in docs or max(map(len, docs)) > limits.max_id_chars \
-            or any(map(str.isspace, docs)):
+    docs = set(map(_DOC_ID, results))  # map, max, any over C callables: no Python call per result
+    if len(docs) != n or any(map(str.isspace, docs)) or (  # (msgspec refused "" and > the default limit)
+            limits.max_id_chars < Limits.max_id_chars and max(map(len, docs)) > limits.max_id_chars):
         raise _Refused
     # optional text (title, snippet, url): kept as the reference keeps it; one field over all the results at
     # a time (no tuple per result: a third cheaper, and most traffic carries none)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -62,11 +62,17 @@ class Limits:
     """A result's optional ``title``, ``snippet`` and ``url``, each at most (what annotators are shown)."""
 
 
+DecodedId = Annotated[str, msgspec.Meta(min_length=1, max_length=Limits.max_id_chars)]
+"""A result's ``doc_id`` as the decoder (:mod:`monitor.core.decoding`) builds it: msgspec refuses an empty
+one, or one longer than the default ``max_id_chars``, in C while it decodes (the reference decoder then
+decides: the error, or an id that other limits allow). Making a ``Result`` in code checks nothing."""
+
+
 class Result(msgspec.Struct, frozen=True, gc=False):
     """One shown document. The events are msgspec structs (frozen): the decoder builds an impression's
     results directly, and one costs a fraction of a frozen dataclass to make."""
 
-    doc_id: str
+    doc_id: DecodedId
     position: int
     score: float | None = None
     title: str | None = None

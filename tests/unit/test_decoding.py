@@ -271,3 +271,17 @@ def test_escaped_surrogates_are_refused_by_the_fast_path_and_decided_by_the_refe
         assert outcome(decode_event, raw)[2] == "invalid_utf8"  # type: ignore[index]
     paired = b'{"type":"deploy","kind":"deploy","ranker":"r\\ud83d\\ude00","ts":1}'
     assert agree(paired) is not None
+
+
+@pytest.mark.parametrize("length", [0, 1, 2, 3, 255, 256, 257, 300, 301])
+def test_a_document_id_at_and_around_each_limit_agrees_with_the_reference(length: int) -> None:
+    """msgspec refuses an empty id and one over the default limit while it decodes (the reference decides);
+    with a lower limit the fast path checks it, with a higher one the reference takes the longer ids."""
+    raw = json.dumps({"type": "impression", "session_id": "s", "query": "q", "ranker": "r", "ts": 1.0,
+                      "results": [{"doc_id": "d" * length, "position": 1}, {"doc_id": "e", "position": 2}]}
+                     ).encode()
+    for limits in (DEFAULT_LIMITS, Limits(max_id_chars=2), Limits(max_id_chars=300)):
+        fast = agree(raw, FOUR_LEVEL_SCALE, limits)
+        assert (fast is not None) == (1 <= length <= min(limits.max_id_chars, DEFAULT_LIMITS.max_id_chars))
+    assert isinstance(outcome(decode_event, raw, FOUR_LEVEL_SCALE, Limits(max_id_chars=300)), Impression) == (
+        1 <= length <= 300)
