@@ -110,8 +110,9 @@ def sampled_queries(events: Sequence[Event], state: PartitionState, config: Stre
     sketch they count into; a duplicate's record; the spend their samples add; the watermark that makes an
     old one a dead letter), never on a query's judgments or on the batch's annotations. So the impressions
     run through the same steps on a scratch copy of that part of the state (``count_only``, else ``step``
-    with no judgments loaded), up to the last impression of a budget period with a bucket not yet spent (a
-    spent period's impressions only count: the sketch and the watermark, which later impressions read).
+    with no judgments loaded), up to the last impression of a budget period with a bucket not yet spent (an
+    impression of a spent bucket or period only counts: the sketch and the watermark, which later
+    impressions read).
     When every bucket of the batch's periods has room for all its impressions (an unlimited budget), and in
     ``judgments`` mode (a session's cost depends on what its query has graded): the superset of
     :func:`candidates`, with no steps.
@@ -119,7 +120,8 @@ def sampled_queries(events: Sequence[Event], state: PartitionState, config: Stre
     The writer checks every sampled session's query was read (a step that samples one without raises)."""
     if config.budget_unit != "sessions":
         return candidates(events, state.budget, config, partitions)
-    shares = [(b, config.budget[b] / partitions) for b in config.budget]
+    share_of = {b: config.budget[b] / partitions for b in config.budget}
+    shares = list(share_of.items())
     width, length = config.budget_period, config.frequency_window / config.frequency_slices
     budget = state.budget
     last: dict[int, int] = {}  # a period with a bucket not yet spent → the index of its last impression
@@ -150,7 +152,9 @@ def sampled_queries(events: Sequence[Event], state: PartitionState, config: Stre
             break
         if not isinstance(e, Impression) or past_error(e, scratch.watermark, config) is not None:
             continue
-        if math.floor(e.ts / width) not in last:  # only counted: what later impressions read
+        period, bucket = math.floor(e.ts / width), e.query_bucket
+        if period not in last or (bucket is not None and scratch.budget.get((bucket, period), 0.0)
+                                  >= share_of[bucket]):  # only counted: what later impressions read
             scratch.watermark = max(scratch.watermark, e.ts)
             if e.session_id not in scratch.records and undeclared(e, config) is None:
                 slot = scratch.sketch.setdefault(slice_index(e.ts, length), {})
