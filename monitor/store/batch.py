@@ -24,6 +24,7 @@ from monitor.core.stream.session import SessionRecord
 from monitor.core.stream.transition import Transition
 from monitor.store.keys import SEQ, Keys
 from monitor.store.scripts import Ops, early_json
+from monitor.store.session_index import SINCE
 from monitor.store.sketch_cache import bitfield_offset
 
 
@@ -120,6 +121,7 @@ class Batch:
     sketch: dict[int, dict[str, float]] = field(default_factory=dict)
     budget: dict[tuple[str, int], float] = field(default_factory=lambda: defaultdict(float))
     entries: list[bytes] = field(default_factory=list)
+    index_since: str | None = None  # the partition's first commit with the session index: meta sxs
 
     def add(self, t: Transition, config: StreamConfig) -> None:
         self.watermark = t.watermark
@@ -176,6 +178,14 @@ class Batch:
             ops.add("hmax", group_meta, "wm", repr(self.watermark))
         for session_id, record in self.records.items():
             ops.add("setv", keys.p(partition, "s", session_id), ops.value(record.to_json()), ttl)
+        indexed = keys.p(partition, "sx")  # the sessions with a record, by its ts (session_index.py)
+        if self.records:
+            ops.add("zadd", indexed, *(a for s, r in self.records.items() for a in (repr(float(r.ts)), s)))
+            ops.add("expire", indexed, ttl)
+        if self.watermark is not None and math.isfinite(self.watermark):
+            ops.add("zcut", indexed, repr(self.watermark - config.state_ttl))
+        if self.index_since is not None:
+            ops.add("hset", meta, SINCE, self.index_since)
         waiting = keys.p(partition, "early")
         for session_id, labels in self.early.items():
             if labels is None:

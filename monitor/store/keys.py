@@ -4,10 +4,11 @@ Partitions are laid out in :attr:`Keys.groups` groups (``MONITOR_REDIS_GROUPS``,
 ``N`` is in group ``N mod groups``, and every key of a group carries it as a Redis Cluster hash tag,
 ``srm:{g3}:…``, so one Lua call can write a partition's keys and its group's totals atomically.
 
-A partition's own keys, ``srm:{g<G>}:p<N>:…``: session records (``s:<session>``), early labels
-(``e:<session>``, and the ``early`` zset of them by arrival), deadlines (``dl``), sketch (``cmsb:<index>``:
-u32 counters; ``cms:<index>`` hashes before them), budget (``bud:<period>``), outbox and ``meta``
-(watermark ``wm``, applied offsets ``off:<topic>``, the commit counter :data:`SEQ`).
+A partition's own keys, ``srm:{g<G>}:p<N>:…``: session records (``s:<session>``, and the ``sx`` zset of them
+by their ``ts``: :mod:`monitor.store.session_index`), early labels (``e:<session>``, and the ``early`` zset
+of them by arrival), deadlines (``dl``), sketch (``cmsb:<index>``: u32 counters; ``cms:<index>`` hashes
+before them), budget (``bud:<period>``), outbox and ``meta`` (watermark ``wm``, applied offsets
+``off:<topic>``, the commit counter :data:`SEQ`, the watermark from which on ``sx`` is complete ``sxs``).
 
 The group's totals, ``srm:{g<G>}:…``, summed over its partitions in the same commits: aggregate slices
 (``agg:<window>:<index>``), running totals (``add``, ``rem``), epochs (``ep:<index>``, ``qep:<index>``),

@@ -36,6 +36,7 @@ from monitor.store.client import RedisClient, queue_mget
 from monitor.store.keys import Keys, text
 from monitor.store.partition_state import PartitionState
 from monitor.store.scripts import LazyShared, Scripts, parse_early
+from monitor.store.session_index import Held, has_state
 from monitor.store.sketch_cache import SketchCache
 
 
@@ -50,6 +51,7 @@ class Prefetched:
     query_stamps: dict[str, Stamps] = field(default_factory=dict)
     shared: LazyShared = field(default_factory=LazyShared)  # each parsed when a step reads it
     loaded: set[str] = field(default_factory=set)
+    index: tuple[Any, Any] | None = None  # the session index as read (``load_index``): sx, early
 
 
 def _queue_query(pipe: Any, keys: Keys, qkey: str) -> None:
@@ -177,17 +179,21 @@ def sampled_queries(events: Sequence[Event], state: PartitionState, config: Stre
 
 async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: StreamConfig, scale: Scale,
                    partition: int, watermark: float, events: Sequence[Event],
-                   spent: Mapping[tuple[str, int], float], partitions: int, sketches: SketchCache
-                   ) -> Prefetched:
+                   spent: Mapping[tuple[str, int], float], partitions: int, sketches: SketchCache,
+                   held: Held | None = None, load_index: bool = False) -> Prefetched:
     """What ``events`` will read: one pipelined round trip, and a second for the judgments of the queries
     the batch samples (:func:`sampled_queries`) and the records due that no event touches, when there are
     any; ``spent``: (bucket, period) → the budget spent, as read with ``meta``; ``sketches``: the
-    partitions' sketch slices held in memory (the slices it lacks are read whole into it)."""
+    partitions' sketch slices held in memory (the slices it lacks are read whole into it); ``held``: the
+    partition's sessions with state (:mod:`~monitor.store.session_index`): an impression of another
+    session reads nothing of it (None: every session is read); ``load_index``: read the index too."""
     state = PartitionState(watermark=watermark)
     state.budget.update(spent)
     out = Prefetched(state)
     session_ids = sorted({e.session_id for e in events
-                          if isinstance(e, Impression | Annotation) and e.session_id is not None})
+                          if isinstance(e, Annotation) and e.session_id is not None}
+                         | {e.session_id for e in events if isinstance(e, Impression)
+                            and (held is None or has_state(held, e.session_id))})
     impressions = [e for e in events if isinstance(e, Impression)]
     refreshed = sorted({e.query_key for e in events if isinstance(e, Annotation) and e.query_key is not None})
     # every slice any impression without a bucket reads, each with the cells of all of them: a superset of
@@ -215,7 +221,12 @@ async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: Str
     limit = config.max_closes_per_step * max(len(events), 1)
     if math.isfinite(final):
         pipe.zrangebyscore(keys.p(partition, "dl"), "-inf", final, start=0, num=limit, withscores=True)
+    if load_index:
+        pipe.zrange(keys.p(partition, "sx"), 0, -1, withscores=True)
+        pipe.zrange(keys.p(partition, "early"), 0, -1)
     results = await scripts.execute(redis, pipe, ())
+    if load_index:
+        out.index = (results[-2], results[-1])
     records, early = results[0], results[1]
     for session_id, record, labels in zip(session_ids, records, early, strict=False):
         if record:

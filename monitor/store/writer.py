@@ -54,6 +54,7 @@ from monitor.store.prefetch import prefetch
 from monitor.store.query_writes import query_writes
 from monitor.store.reader import Reader
 from monitor.store.scripts import Scripts, merged_shared
+from monitor.store.session_index import SessionIndex
 from monitor.store.sketch_cache import SketchCache
 
 MAX_UNDECLARED_NAMED = 100  # undeclared variant or ranker values named in the log (the counter counts all)
@@ -76,6 +77,7 @@ class RedisState(Reader):
         self.cpu: dict[str, float] = {"decode": 0.0, "join": 0.0, "encode": 0.0}
         self.scripts = Scripts.register(redis)
         self.sketches = SketchCache(config)  # the owned partitions' sketch slices (sketch_cache.py)
+        self.index = SessionIndex(config)  # their sessions with a record or early labels (session_index.py)
         # an undeclared variant or ranker value admitted for the first time, as (reason, value): the
         # worker logs each once and empties the list (the first MAX_UNDECLARED_NAMED values)
         self.undeclared_new: list[tuple[str, str]] = []
@@ -127,11 +129,15 @@ class RedisState(Reader):
                 events.append((index, event))
         watermark = float(meta["wm"]) if "wm" in meta else -math.inf
         batch = Batch(partition)
+        held, load, batch.index_since = self.index.before(partition, meta, watermark)
         for index, error in rejected:
             outcomes[index] = Outcome(dead_letter=error)
             batch.count(dead_letter(error.code))
         read = await prefetch(self.redis, self.keys, self.scripts, self.config, self.scale, partition,
-                              watermark, [e for _, e in events], spent, self.partitions, self.sketches)
+                              watermark, [e for _, e in events], spent, self.partitions, self.sketches,
+                              held, load_index=load)
+        if read.index is not None:
+            self.index.load(partition, meta.get(SEQ, ""), *read.index)
         state, query_labels, shared, query_stamps = (read.state, read.query_labels, read.shared,
                                                      read.query_stamps)
         steps: list[tuple[int, Transition, Loaded]] = []
@@ -231,6 +237,7 @@ class RedisState(Reader):
         read), and read its sketch from Redis again."""
         self._registered.discard(partition)
         self.sketches.forget(partition)
+        self.index.forget(partition)
 
     async def reject(self, partition: int, message: Message, error: EventError) -> Outcome:
         """Count a message as a dead letter (by reason code) and commit its offset (fenced; skipped if
@@ -285,10 +292,12 @@ class RedisState(Reader):
                 await self.scripts.apply_ops(keys=ops.keys, args=[encoded, *ops.values])
             except BaseException as error:  # not committed, or not known to be: the sketch is read again
                 self.sketches.forget(partition)
+                self.index.forget(partition)
                 if isinstance(error, ResponseError) and str(error).startswith("FENCED"):
                     raise Fenced(f"partition {partition}: {error}") from None
                 raise
         self.sketches.committed(partition, batch.sketch)
+        self.index.committed(partition, fence, batch.watermark, batch.records.values(), batch.early)
 
     async def check_layout(self) -> None:
         """Record the number of groups the state is laid out in, or check it is the one recorded; raise

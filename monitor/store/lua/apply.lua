@@ -42,6 +42,10 @@ for _, op in ipairs(ops) do
     redis.call('DEL', key)
   elseif name == 'zrem' then
     for i = 3, #op do redis.call('ZREM', key, op[i]) end
+  elseif name == 'zadd' then  -- score, member pairs
+    for i = 3, #op, 2 do redis.call('ZADD', key, op[i], op[i + 1]) end
+  elseif name == 'zcut' then  -- the members scored below op[3]
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. op[3])
   elseif name == 'zaddn' or name == 'zremn' then
     -- a partition's deadlines: op[3] and op[4] are the hash and field counting the members (the group's
     -- sessions waiting), moved by what ZADD added or ZREM removed
