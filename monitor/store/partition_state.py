@@ -37,6 +37,9 @@ class PartitionState:
     deadlines: dict[str, float] = field(default_factory=dict)
     heap: list[tuple[float, str]] = field(default_factory=list)
     sketch: dict[int, dict[str, float]] = field(default_factory=dict)
+    # counts summed over a window of slices that ``sketch`` does not hold (the Redis path reads them so: a
+    # batch's ``sketch`` is then only its own increments); a window's estimate reads both
+    windows: dict[range, dict[str, float]] = field(default_factory=dict)
     budget: dict[tuple[str, int], float] = field(default_factory=dict)  # (bucket, period) -> spent
     early_since: dict[str, float] = field(default_factory=dict)  # watermark when early labels came
 
@@ -87,8 +90,7 @@ class PartitionState:
         watermark = self.watermark if self.watermark >= event.ts else event.ts
         if self.heap and self.heap[0][0] <= watermark:
             return None
-        sketch = ([self.sketch.get(i, _EMPTY_SLICE) for i in frequency_slices(event.ts, config)]
-                  if event.query_bucket is None else [])
+        sketch = self.window(frequency_slices(event.ts, config)) if event.query_bucket is None else []
         counted = only_counted(event, sketch, self.budget, config, partitions)
         if counted is None:
             return None
@@ -97,6 +99,12 @@ class PartitionState:
         for name in counted.fields:
             slot[name] = slot.get(name, 0.0) + 1.0
         return counted
+
+    def window(self, slices: range) -> list[dict[str, float]]:
+        """The counts an estimate over ``slices`` sums: their sum as read (:attr:`windows`), if any, and
+        the slices held (an estimate is a sum over them: which ones hold a cell's count changes nothing)."""
+        held = self.sketch
+        return [self.windows.get(slices, _EMPTY_SLICE), *(held[i] for i in slices if i in held)]
 
     def load(self, event: Event, query_labels: Mapping[str, Labels], config: StreamConfig,
              shared: Mapping[str, SharedGrades] | None = None,
@@ -121,7 +129,7 @@ class PartitionState:
             if shared is not None:
                 loaded.shared = shared.get(key, {})
             if event.query_bucket is None:  # only then is the bucket estimated from the sketch
-                loaded.sketch = [self.sketch.get(i, {}) for i in frequency_slices(event.ts, config)]
+                loaded.sketch = self.window(frequency_slices(event.ts, config))
             period = budget_period(event.ts, config)
             loaded.budget_used = {b: self.budget.get((b, period), 0.0) for b in config.k}
         loaded.due = self.due(next_watermark(self.watermark, event), config.max_closes_per_step)

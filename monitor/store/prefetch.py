@@ -146,7 +146,7 @@ def sampled_queries(events: Sequence[Event], state: PartitionState, config: Stre
         # duplicate is sampled, whatever its bucket; the superset costs no steps
         return candidates(events, budget, config, partitions)
     scratch = PartitionState(watermark=state.watermark, records=dict(state.records),
-                             sketch=_Slices(state.sketch), budget=dict(budget))
+                             sketch=_Slices(state.sketch), windows=state.windows, budget=dict(budget))
     out: set[str] = set()
     end = max(last.values())
     for index, e in enumerate(events):
@@ -241,7 +241,8 @@ async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: Str
     for index in whole:
         sketches.load(partition, index, results[at], results[at + 1])
         at += 2
-    state.sketch.update(sketches.counts_of(partition, sketch_order, list(wanted)))
+    fields = list(wanted)
+    state.windows.update((window, sketches.sums(partition, window, fields)) for window in windows)
     due: list[tuple[str, float]] = []
     if math.isfinite(final):
         due = [(text(member), float(score)) for member, score in results[at]]

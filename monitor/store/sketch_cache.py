@@ -90,6 +90,15 @@ class SketchCache:
         held = self._slices[partition]
         return {index: dict(zip(fields, held[index][positions].tolist(), strict=True)) for index in indices}
 
+    def sums(self, partition: int, indices: Iterable[int], fields: list[str]) -> dict[str, float]:
+        """``fields``' counts summed over several held slices (a window): what an estimate adds up."""
+        positions = [field_index(f, self.width) for f in fields]
+        held = self._slices[partition]
+        total = np.zeros(len(positions), dtype=np.float64)
+        for index in indices:
+            total += held[index][positions]
+        return dict(zip(fields, total.tolist(), strict=True))
+
     def committed(self, partition: int, increments: Mapping[int, Mapping[str, float]]) -> None:
         """A commit of ``partition`` landed with these sketch increments (slice → cell → amount)."""
         held = self._slices.get(partition)
@@ -99,8 +108,9 @@ class SketchCache:
             counts = held.get(index)
             if counts is None:  # not held: read whole when a batch needs it (it has these then)
                 continue
-            for field, amount in cells.items():
-                counts[field_index(field, self.width)] += amount
+            width = self.width  # one vectorised add: the cells of a slice's increments are distinct
+            counts[[field_index(field, width) for field in cells]] += np.fromiter(cells.values(), np.float64,
+                                                                                 len(cells))
 
     def forget(self, partition: int) -> None:
         self._slices.pop(partition, None)
