@@ -31,11 +31,14 @@ replica has them, on each node the client's map of slots lists with a replica, a
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import hiredis
+from redis._parsers import _AsyncHiredisParser
+from redis._parsers import hiredis as redis_hiredis
 from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline
@@ -43,6 +46,7 @@ from redis.exceptions import (
     ClusterError,
     DataError,
     RedisClusterException,
+    ResponseError,
     SlotNotCoveredError,
     TryAgainError,
 )
@@ -53,6 +57,10 @@ RedisClient = Redis | RedisCluster
 """What the Redis modules of :mod:`monitor.store` are given: one server or a cluster."""
 
 RedisPipeline = Pipeline | ClusterPipeline
+
+_HIREDIS_PARSER = _AsyncHiredisParser
+_NOT_ENOUGH_DATA = getattr(redis_hiredis, "NOT_ENOUGH_DATA", False)
+"""What the parser's hiredis reader gives for a reply not read whole yet (False before redis-py 6)."""
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 """The URL schemes of a Redis Cluster, and the scheme of each of its nodes."""
@@ -138,6 +146,43 @@ class HiredisPacking:
 
     def pack_commands(self, commands: Iterable[Iterable[Any]]) -> list[bytes]:
         return [b"".join(self.pack_command(*command)[0] for command in commands)]
+
+    async def read_response(self, disable_decoding: bool = False, timeout: float | None = None, *,
+                            disconnect_on_error: bool = True, push_request: bool | None = False) -> Any:
+        """A reply the hiredis reader already holds whole is taken as it is, without arming the read
+        timeout: it cannot block. A pipeline's replies arrive together, and redis-py reads them one
+        command at a time, each in an ``asyncio.timeout`` (a timer scheduled and cancelled, the running
+        loop looked up four times, a ``getpid`` system call each): about 2% of the worker's CPU per
+        message. Anything else (a reply not yet read whole, a push notification, an undecoded read, a
+        timeout of the caller's) goes redis-py's way, which reads the socket under the timeout; what the
+        fast path returns or raises is what that way would (tests/integration/test_redis_client_reads.py)."""
+        parser: Any = getattr(self, "_parser", None)
+        if timeout is None and not disable_decoding and not push_request and type(parser) is _HIREDIS_PARSER \
+                and parser._connected:
+            pushes = getattr(parser, "_hiredis_PushNotificationType", None)
+            if pushes is not None or getattr(self, "protocol", 2) in (2, "2", None):  # pushes told apart
+                reader: Any = parser._reader
+                response = reader.gets()
+                if response is _NOT_ENOUGH_DATA:  # not whole yet (nothing was taken from the reader)
+                    pass
+                elif pushes is not None and isinstance(response, pushes):  # handled, then the reply
+                    handle: Any = parser.handle_push_response
+                    await handle(response)
+                else:
+                    failed = response[0] if isinstance(response, list) and response else response
+                    if isinstance(failed, RedisConnectionError):  # (LOADING...): as the parser raises it
+                        if disconnect_on_error:
+                            await self.disconnect(nowait=True)  # type: ignore[attr-defined]
+                        raise failed
+                    connection: Any = self
+                    if connection.health_check_interval:
+                        connection.next_health_check = (asyncio.get_running_loop().time()
+                                                        + connection.health_check_interval)
+                    if isinstance(response, ResponseError):
+                        raise response from None
+                    return response
+        return await super().read_response(  # type: ignore[misc]
+            disable_decoding, timeout, disconnect_on_error=disconnect_on_error, push_request=push_request)
 
 
 _PACKED: dict[type, type] = {}
