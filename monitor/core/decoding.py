@@ -46,7 +46,7 @@ from monitor.core.grades import Scale
 
 class _Shadow(msgspec.Struct, gc=False):
     ranker: str
-    results: list[Result]
+    results: tuple[Result, ...]  # (built as a tuple: kept as it is when in order)
 
 
 class _Impression(msgspec.Struct, tag_field="type", tag="impression", gc=False):
@@ -54,7 +54,7 @@ class _Impression(msgspec.Struct, tag_field="type", tag="impression", gc=False):
     query: str
     ranker: str
     ts: float | str
-    results: list[Result]
+    results: tuple[Result, ...]
     variant: str | None = None
     query_bucket: str | None = None
     schema: int = 1
@@ -114,7 +114,7 @@ def _ts(value: float | str) -> float:
     return value
 
 
-def _results(results: list[Result], limits: Limits) -> tuple[Result, ...]:
+def _results(results: tuple[Result, ...], limits: Limits) -> tuple[Result, ...]:
     n = len(results)
     if not 0 < n <= limits.max_results:
         raise _Refused
@@ -127,14 +127,14 @@ def _results(results: list[Result], limits: Limits) -> tuple[Result, ...]:
     if any(map(_TITLE, results)) or any(map(_SNIPPET, results)) or any(map(_URL, results)):
         results = _texts(results, limits.max_text_chars)
     if all(map(eq, map(_POSITION, results), count(1))):
-        return tuple(results)
+        return results
     ordered = sorted(results, key=_POSITION)  # not in order: sorted, they must still be exactly 1..n
     if list(map(_POSITION, ordered)) != list(range(1, n + 1)):
         raise _Refused
     return tuple(ordered)
 
 
-def _texts(results: list[Result], limit: int) -> list[Result]:
+def _texts(results: tuple[Result, ...], limit: int) -> tuple[Result, ...]:
     """The results with their text kept as :func:`~monitor.core.event_checks.shown_text` keeps it."""
     out = []
     for result in results:
@@ -142,7 +142,7 @@ def _texts(results: list[Result], limit: int) -> list[Result]:
         kept = tuple(shown_text(t, limit) for t in texts)
         out.append(result if kept == texts else msgspec.structs.replace(
             result, **dict(zip(events.TEXT_FIELDS, kept, strict=True))))
-    return out
+    return tuple(out)
 
 
 def _shadow(lists: list[_Shadow] | None, ranker: str, limits: Limits) -> tuple[ShadowList, ...]:
