@@ -21,6 +21,7 @@ error the worker waits out (the batch is tried again, the scripts loaded again f
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -84,17 +85,27 @@ class Ops:
         return str(first), str(len(self.values) + 1)
 
 
-def early_json(labels: Labels, stamps: Stamps) -> str:
-    """A session's early labels as stored: the grades, or ``[grades, their ts]`` when some had a ts."""
-    return json.dumps([labels, stamps] if stamps else labels)
+def early_json(labels: Labels, stamps: Stamps) -> bytes:
+    """A session's early labels as stored: the grades, or ``[grades, their ts]`` when some had a ts
+    (compact JSON by msgspec; json's, which writes a non-finite ts as ``Infinity``, if one ever was)."""
+    value = [labels, stamps] if stamps else labels
+    if all(map(math.isfinite, stamps.values())):
+        return _JSON.encode(value)
+    return json.dumps(value).encode()
 
 
 def parse_early(raw: str | bytes) -> tuple[Labels, Stamps]:
     """:func:`early_json` read back (a plain mapping: stored before the ts, or without any)."""
-    value = json.loads(raw)
+    try:
+        value = msgspec.json.decode(raw)
+    except msgspec.DecodeError:  # (Infinity, as json writes it)
+        value = json.loads(raw)
     if isinstance(value, list):
         return value[0], value[1]
     return value, {}
+
+
+_JSON = msgspec.json.Encoder()
 
 
 def parse_shared(stored: Mapping[bytes | str, bytes | str]) -> SharedGrades:
