@@ -93,7 +93,8 @@ async def query_writes(redis: RedisClient, keys: Keys, scripts: Scripts, config:
     for _, qkey, _, _ in checks:
         reads.hgetall(keys.q(qkey, "labels"))
         reads.hgetall(keys.q(qkey, "label_ts"))
-    for _, qkey, _, _ in shared_checks:
+    shared_read = list(dict.fromkeys(qkey for _, qkey, _, _ in shared_checks))  # each query's hash once
+    for qkey in shared_read:
         reads.hgetall(keys.q(qkey, "shared"))
     for _, qkey, _, _, _ in spreads:
         reads.smembers(keys.q(qkey, "pending"))
@@ -110,8 +111,9 @@ async def query_writes(redis: RedisClient, keys: Keys, scripts: Scripts, config:
             dated = {text(k): float(v) for k, v in stamps.items()}
             for annotation in fan_outs(session_id, missed, dated, scale):
                 out.setdefault(index, []).append((session_id, annotation))
-    for (index, qkey, session_id, seen_shared), stored in zip(shared_checks, results, strict=False):
-        view = shared_grades(parse_shared(stored), session_id)
+    entries = {qkey: parse_shared(next(results)) for qkey in shared_read}  # (parsed once per query too)
+    for index, qkey, session_id, seen_shared in shared_checks:
+        view = shared_grades(entries[qkey], session_id)
         seen_view = shared_grades(seen_shared, session_id)
         changed = {doc: level for doc, level in view.items() if seen_view.get(doc) != level}
         if changed:  # (its own grades, written in this batch, are in the hash too: not a change)
