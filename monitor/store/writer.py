@@ -179,9 +179,9 @@ class RedisState(Reader):
             batch.count(STALE_LABELS, float(lost))
         for index, transition, _ in steps:
             outcomes[index] = Outcome(transition=transition, fan_out=tuple(spread.get(index, ())))
-        for index, message in enumerate(messages):
-            outcome = outcomes[index]
-            if message.outbox is not None and outcome is not None and outcome.publishes():
+        for message, outcome in zip(messages, outcomes, strict=True):
+            if outcome is not COUNTED and outcome is not None and message.outbox is not None \
+                    and outcome.publishes():  # (COUNTED, most messages, publishes nothing)
                 batch.entries.extend(message.outbox(partition, message, outcome))
         offsets = {m.topic: m.offset for m, o in zip(messages, outcomes, strict=True)
                    if o is not None and not o.skipped}

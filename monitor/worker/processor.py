@@ -27,7 +27,7 @@ from typing import NamedTuple, TypeVar
 
 from monitor.core.events import EventError
 from monitor.core.stream.config import StreamConfig
-from monitor.store.batch import Fenced, Message, Outcome, StateBehind
+from monitor.store.batch import COUNTED, Fenced, Message, Outcome, StateBehind
 from monitor.store.client import REDIS_UNAVAILABLE
 from monitor.store.writer import RedisState
 from monitor.worker.backoff import Backoff
@@ -132,7 +132,7 @@ class Processor:
                     raise result
                 for index, outcome in zip(indices, result, strict=True):
                     outcomes[index] = outcome
-                    if outcome.publishes():
+                    if outcome is not COUNTED and outcome.publishes():  # (COUNTED publishes nothing)
                         self._drained.discard(partition)  # its outbox has entries to produce
             return [o for o in outcomes if o is not None]
 
