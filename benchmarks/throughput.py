@@ -124,10 +124,16 @@ def run_world(world: World, options: Options, bootstrap: str, redis_url: str, sc
     say(f"1. {world.name}: {world.describe}")
     out = Result()
     for repeat in range(options.repeats):
-        out.current.append(drain(world, bootstrap, redis_url, scratch, cleanup, f"{tag}-{repeat}-now"))
-        if options.baseline is not None:
-            out.baseline.append(drain(world, bootstrap, redis_url, scratch, cleanup, f"{tag}-{repeat}-base",
-                                      source=options.baseline))
+        # with a baseline, the order alternates (now, base / base, now): an A/B whose pairs share the
+        # machine's drift, so that a change of a few µs per message shows against noise of about as much
+        order = ("now", "base") if repeat % 2 == 0 else ("base", "now")
+        for which in order:
+            name = f"{tag}-{repeat}-{which}"
+            if which == "now":
+                out.current.append(drain(world, bootstrap, redis_url, scratch, cleanup, name))
+            elif options.baseline is not None:
+                out.baseline.append(drain(world, bootstrap, redis_url, scratch, cleanup, name,
+                                          source=options.baseline))
         if options.uvloop:
             out.uvloop.append(drain(world, bootstrap, redis_url, scratch, cleanup, f"{tag}-{repeat}-uvl",
                                     env={"MONITOR_EVENT_LOOP": "uvloop"}))
@@ -188,6 +194,11 @@ def report_world(world: World, result: Result, options: Options) -> list[tuple[s
                           "same run", f"{before:,.0f} msg/s",
                      f"now / baseline; its ratio to raw {before / raw:.3f}", f"**{now / before:.2f}×**"))
         rows += cpu_rows("1", f"{world.name}, baseline", result.baseline)
+        paired = [c.per_message_us(c.worker_cpu) / b.per_message_us(b.worker_cpu)
+                  for c, b in zip(result.current, result.baseline, strict=True)]
+        rows.append(("1", f"{world.name}: worker CPU per message, now / baseline, per pair (order "
+                          "alternating)", ", ".join(f"{r:.3f}" for r in paired),
+                     f"median of {len(paired)} pairs", f"**{statistics.median(paired):.3f}**"))
     rows += cpu_rows("1", f"{world.name}, now", result.current)
     if result.uvloop:
         fast = _median(result.uvloop, lambda d: d.applied_rate)
