@@ -17,9 +17,9 @@ from monitor.core.stream.held_grades import (
     SHARED_KEEP,
     Labels,
     SharedGrades,
+    changed_shared,
     fan_out_annotation,
     fan_outs,
-    shared_grades,
     shared_refresh,
 )
 from monitor.core.stream.transition import Loaded, Transition
@@ -113,9 +113,7 @@ async def query_writes(redis: RedisClient, keys: Keys, scripts: Scripts, config:
                 out.setdefault(index, []).append((session_id, annotation))
     entries = {qkey: parse_shared(next(results)) for qkey in shared_read}  # (parsed once per query too)
     for index, qkey, session_id, seen_shared in shared_checks:
-        view = shared_grades(entries[qkey], session_id)
-        seen_view = shared_grades(seen_shared, session_id)
-        changed = {doc: level for doc, level in view.items() if seen_view.get(doc) != level}
+        changed = changed_shared(entries[qkey], seen_shared, session_id)
         if changed:  # (its own grades, written in this batch, are in the hash too: not a change)
             out.setdefault(index, []).append(
                 (session_id, shared_refresh(session_id, qkey, changed, scale)))

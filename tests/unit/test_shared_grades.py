@@ -21,7 +21,13 @@ from monitor.core.decoding import decode_event
 from monitor.core.events import Annotation, EventError, encode_annotation
 from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.config import ConfigError, StreamConfig
-from monitor.core.stream.held_grades import SHARED_KEEP, merge_shared, shared_grades, shared_refresh
+from monitor.core.stream.held_grades import (
+    SHARED_KEEP,
+    changed_shared,
+    merge_shared,
+    shared_grades,
+    shared_refresh,
+)
 from monitor.core.stream.session import query_key
 from monitor.core.stream.stats import summarise
 from monitor.store.memory import MemoryPipeline
@@ -231,3 +237,29 @@ def test_shared_grades_read_for_a_batch_are_parsed_only_when_a_step_asks() -> No
         assert sorted(shared) == ["qb"]
     finally:
         scripts.parse_shared = original
+
+
+def _entries(rng: random.Random, docs: list[str], origins: list[str]) -> dict[str, dict[str, tuple[float, int]]]:
+    out: dict[str, dict[str, tuple[float, int]]] = {}
+    for doc in rng.sample(docs, rng.randint(0, len(docs))):
+        out[doc] = {o: (float(rng.randint(0, 3)), rng.randint(0, 3))
+                    for o in rng.sample(origins, rng.randint(1, SHARED_KEEP + 1))}
+    return out
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_changed_shared_is_the_difference_of_the_two_whole_views(seed: int) -> None:
+    """What a session must be told: the views over every document, compared whole (the brute force),
+    whatever changed between the two hashes (new documents, new graders, corrections, ties in ts)."""
+    rng = random.Random(seed)
+    docs, origins = [f"d{i}" for i in range(6)], [f"s{i}" for i in range(4)]
+    before = _entries(rng, docs, origins)
+    now = {doc: dict(entries) for doc, entries in before.items()} if rng.random() < 0.7 else {}
+    for doc, entries in _entries(rng, docs, origins).items():  # some documents changed or new
+        if rng.random() < 0.5:
+            now[doc] = {**now.get(doc, {}), **entries}
+    exclude = rng.choice(origins)
+    view, seen = shared_grades(now, exclude), shared_grades(before, exclude)
+    brute = {doc: level for doc, level in view.items() if seen.get(doc) != level}
+    assert changed_shared(now, before, exclude) == brute
+    assert changed_shared(before, before, exclude) == {}

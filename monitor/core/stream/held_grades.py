@@ -43,6 +43,25 @@ def shared_grades(entries: SharedGrades, exclude: str) -> Labels:
     return out
 
 
+def changed_shared(now: SharedGrades, before: SharedGrades, exclude: str) -> Labels:
+    """The grades of :func:`shared_grades` over ``now`` (for the session ``exclude``) that differ from
+    those over ``before``, a document's view being new or another grade: what a session that holds
+    ``before`` must be told. Only the documents whose entries changed are looked at (a view is a function
+    of its document's entries alone), so a query's large hash with a few new grades costs those few.
+
+    >>> before = {"d1": {"s1": (10.0, 3)}, "d2": {"s1": (10.0, 1)}}
+    >>> now = {**before, "d2": {"s0": (5.0, 2), "s1": (10.0, 1)}, "d3": {"s2": (1.0, 0)}}
+    >>> changed_shared(now, before, "s9")
+    {'d2': 2, 'd3': 0}
+    """
+    moved = {doc: origins for doc, origins in now.items() if before.get(doc) != origins}
+    if not moved:
+        return {}
+    view = shared_grades(moved, exclude)
+    seen = shared_grades({doc: before[doc] for doc in moved if doc in before}, exclude)
+    return {doc: level for doc, level in view.items() if seen.get(doc) != level}
+
+
 def merge_shared(origins: dict[str, tuple[float, int]], origin: str, ts: float, level: int
                  ) -> tuple[dict[str, tuple[float, int]], bool]:
     """One grading session's grade of a document merged into the document's entries: the
