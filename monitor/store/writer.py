@@ -110,7 +110,8 @@ class RedisState(Reader):
         started = time.thread_time()
         decoded = [self._decode(message) for message in messages]
         self.cpu["decode"] += time.thread_time() - started
-        periods = {budget_period(e.ts, self.config) for e in decoded if isinstance(e, Impression)}
+        width = self.config.budget_period  # (budget_period, inline: once per impression of the batch)
+        periods = {math.floor(e.ts / width) for e in decoded if isinstance(e, Impression)}
         meta, spent = await self._meta(partition, periods)
         applied = {k[4:]: int(v) for k, v in meta.items() if k.startswith("off:")}
         if previous is not None:
