@@ -110,7 +110,7 @@ class RedisState(Reader):
         started = time.thread_time()
         decoded = [self._decode(message) for message in messages]
         self.cpu["decode"] += time.thread_time() - started
-        width = self.config.budget_period  # (budget_period, inline: once per impression of the batch)
+        width, ttl = self.config.budget_period, self.config.state_ttl  # (inline: used per impression)
         periods = {math.floor(e.ts / width) for e in decoded if isinstance(e, Impression)}
         meta, spent = await self._meta(partition, periods)
         applied = {k[4:]: int(v) for k, v in meta.items() if k.startswith("off:")}
@@ -143,15 +143,17 @@ class RedisState(Reader):
                                                      read.query_stamps)
         steps: list[tuple[int, Transition, Loaded]] = []
         started = time.thread_time()
-        for index, event in events:
-            stale = past_error(event, state.watermark, self.config)
+        for index, event in events:  # (past_error, declared_shadow: for the impressions they may change)
+            stale = past_error(event, state.watermark, self.config) if isinstance(event, Impression) \
+                and event.ts < state.watermark - ttl else None
             if stale is not None:
                 outcomes[index] = Outcome(dead_letter=stale)
                 batch.count(dead_letter(stale.code))
                 continue
-            event, dropped = declared_shadow(event, self.config)
-            if dropped:
-                batch.count(SHADOW_RANKER, float(dropped))
+            if isinstance(event, Impression) and event.shadow:
+                event, dropped = declared_shadow(event, self.config)
+                if dropped:
+                    batch.count(SHADOW_RANKER, float(dropped))
             if isinstance(event, Impression):  # most traffic: only counted, no Loaded, step or Transition
                 counted = state.count_only(event, self.config, self.partitions)
                 if counted is not None:

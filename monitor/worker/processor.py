@@ -23,6 +23,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from operator import attrgetter
 from typing import NamedTuple, TypeVar
 
 from monitor.core.events import EventError
@@ -66,6 +67,8 @@ class Consumed(NamedTuple):
     key: bytes | None
     raw: bytes
 
+
+_TOPIC = attrgetter("topic")
 
 Fetch = Callable[[str, int, int, int, int], Awaitable[Sequence[Consumed]]]
 """``fetch(topic, partition, start, end, limit)``: up to ``limit`` messages of the partition with
@@ -118,10 +121,14 @@ class Processor:
             by_partition: dict[int, list[int]] = {}
             now = time.monotonic()
             for index, message in enumerate(batch):
-                by_partition.setdefault(message.partition, []).append(index)
-            self.consumed.update(message.topic for message in batch)
+                indices = by_partition.get(message.partition)
+                if indices is None:
+                    indices = by_partition[message.partition] = []
+                indices.append(index)
+            self.consumed.update(map(_TOPIC, batch))
             impressions = self.topics.impressions
-            self.last_impression.update((m.partition, now) for m in batch if m.topic == impressions)
+            served = {m.partition for m in batch if m.topic == impressions}
+            self.last_impression.update(dict.fromkeys(served, now))
             parts = list(by_partition.items())
             results = await asyncio.gather(*(self._partition(p, [batch[i] for i in indices])
                                              for p, indices in parts), return_exceptions=True)
@@ -161,8 +168,8 @@ class Processor:
         messages = self._messages(part)
         generation = self._generation
         while True:
-            previous = {c.topic: self.positions[(c.topic, partition)] for c in part
-                        if (c.topic, partition) in self.positions}
+            previous = {topic: self.positions[(topic, partition)] for topic in {c.topic for c in part}
+                        if (topic, partition) in self.positions}
             try:
                 results = await self._retrying(
                     functools.partial(self.state.handle_batch, partition, messages, previous))
@@ -176,7 +183,8 @@ class Processor:
                 await self._catch_up(partition, behind.topic, behind.stored, behind.offset)
                 continue
             if generation == self._generation:  # (in offset order: the last of each topic stays)
-                self.positions.update(((c.topic, partition), c.offset) for c in part)
+                self.positions.update(((topic, partition), offset)
+                                      for topic, offset in {c.topic: c.offset for c in part}.items())
             return results
 
     async def _catch_up(self, partition: int, topic: str, stored: int, end: int) -> None:

@@ -10,16 +10,14 @@ sampled either (:func:`only_counted`) adds nothing else, so a store can take it 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from monitor.core.events import Impression
 from monitor.core.stream.admission import undeclared
 from monitor.core.stream.config import StreamConfig
-from monitor.core.stream.history import arm_of, epoch_of
-from monitor.core.stream.sampling import budget_period, sampled_by
 from monitor.core.stream.sketch import cell_fields, classify, estimate_fields
-from monitor.core.stream.windows import slice_index
 
 
 def frequency_fields(query: str, config: StreamConfig) -> tuple[str, ...]:
@@ -45,13 +43,15 @@ class Counted(NamedTuple):
 def counted_impression(event: Impression, sketch: Sequence[Mapping[str, float]], config: StreamConfig,
                        partitions: int) -> Counted:
     """What ``event`` adds (its bucket carried, or estimated from the ``sketch`` slices)."""
-    fields = frequency_fields(event.query, config)
+    fields = cell_fields(event.query, config.sketch_width, config.sketch_depth)  # (frequency_fields)
     bucket = event.query_bucket or classify(estimate_fields(fields, sketch) * partitions,
                                             config.head_min_frequency, config.torso_min_frequency)
-    variant = event.variant or "control"
+    variant, ts = event.variant or "control", event.ts
+    # slice_index, arm_of and epoch_of inline: this runs for every impression counted
     return Counted(bucket, variant, f"{bucket}|{event.ranker}|{variant}",
-                   slice_index(event.ts, config.frequency_window / config.frequency_slices), fields,
-                   (arm_of(variant), event.ranker, event.ts), epoch_of(event.ts, config.epoch))
+                   math.floor(ts / (config.frequency_window / config.frequency_slices)), fields,
+                   ("canary" if variant == "canary" else "plain", event.ranker, ts),
+                   math.floor(ts / config.epoch))
 
 
 def only_counted(event: Impression, sketch: Sequence[Mapping[str, float]],
@@ -68,5 +68,6 @@ def only_counted(event: Impression, sketch: Sequence[Mapping[str, float]],
     if undeclared(event, config) is not None:
         return None
     counted = counted_impression(event, sketch, config, partitions)
-    spent = budget.get((counted.bucket, budget_period(event.ts, config)), 0.0)
-    return None if sampled_by(counted.bucket, spent, config, partitions) else counted
+    bucket = counted.bucket  # (budget_period and sampled_by inline)
+    spent = budget.get((bucket, math.floor(event.ts / config.budget_period)), 0.0)
+    return None if spent < config.budget[bucket] / partitions else counted
