@@ -18,6 +18,13 @@ ratios are of medians. CPU per message over the drain: the worker process (from 
 worker's own ``search_relevance_worker_cpu_seconds_total{stage}`` (decode, join, encode; the rest is
 Kafka, the Redis client and the event loop), redis-server (``INFO cpu``) and the Kafka broker (/proc).
 
+With a baseline, part 1 is also an A/B of the worker's CPU: one drain first that is not counted (a run's
+first drain is its slowest), then per repeat the two workers in turn, the order alternating (now, base /
+base, now), and a row with each pair's worker CPU per message, now / baseline, and their median. The
+same code measures a few µs apart from run to run on this shared machine, as much as one change is
+worth; a pair shares the machine's state of the moment. ``--baseline HEAD~1 --worlds realistic
+--processes none --parts 1`` is the comparison of one change.
+
 Processes: the realistic backlog drained by one worker process and by ``monitor worker --processes 2`` (on
 this 2-core machine the broker and Redis share the cores with them), with the CPU of each part per
 message, so that docs/scaling.md can say what one process per core gives where cores are to spare.
@@ -123,6 +130,8 @@ def run_world(world: World, options: Options, bootstrap: str, redis_url: str, sc
               tag: str) -> Result:
     say(f"1. {world.name}: {world.describe}")
     out = Result()
+    if options.baseline is not None:  # a first drain not counted: a run's first drain is its slowest (cold
+        drain(world, bootstrap, redis_url, scratch, cleanup, f"{tag}-warm")  # caches), and would be "now"
     for repeat in range(options.repeats):
         # with a baseline, the order alternates (now, base / base, now): an A/B whose pairs share the
         # machine's drift, so that a change of a few µs per message shows against noise of about as much
