@@ -80,16 +80,6 @@ class SketchCache:
         positions = [field_index(f, self.width) for f in fields]
         return dict(zip(fields, self._slices[partition][index][positions].tolist(), strict=True))
 
-    def counts_of(self, partition: int, indices: Iterable[int], fields: list[str]
-                  ) -> dict[int, dict[str, float]]:
-        """:meth:`counts` of the same ``fields`` in several held slices (their positions found once)."""
-        indices = list(indices)
-        if not indices:  # (a batch whose impressions all carry their bucket reads no slice)
-            return {}
-        positions = [field_index(f, self.width) for f in fields]
-        held = self._slices[partition]
-        return {index: dict(zip(fields, held[index][positions].tolist(), strict=True)) for index in indices}
-
     def sums(self, partition: int, indices: Iterable[int], fields: list[str]) -> dict[str, float]:
         """``fields``' counts summed over several held slices (a window): what an estimate adds up."""
         positions = [field_index(f, self.width) for f in fields]

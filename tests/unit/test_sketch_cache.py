@@ -53,10 +53,11 @@ def test_counts_follow_loads_and_committed_increments_like_a_store_would() -> No
         for slot in wanted:
             got = cache.counts(0, slot, fields)
             assert got == {f: store.get(slot, {}).get(f, 0.0) for f in fields}
-        assert cache.counts_of(0, wanted, fields) == {slot: cache.counts(0, slot, fields) for slot in wanted}
+        for window in (wanted, wanted[1:], wanted[-1:], []):  # a frequency window, parts of it, none
+            assert cache.sums(0, window, fields) == {
+                f: sum(store.get(slot, {}).get(f, 0.0) for slot in window) for f in fields}
         assert cache.missing(0, wanted) == []
         assert len(cache._slices[0]) <= CONFIG.frequency_slices + 1  # older slices dropped
-    assert SketchCache(CONFIG).counts_of(3, [], ["0:1"]) == {}  # no slice wanted: none need be held
 
 
 def test_a_forgotten_partition_is_read_again_and_others_are_kept() -> None:
