@@ -114,6 +114,9 @@ def _ts(value: float | str) -> float:
     return value
 
 
+_RANKS = tuple(range(1, Limits.max_results + 1))  # positions 1..n, compared as a slice of it
+
+
 def _results(results: tuple[Result, ...], limits: Limits) -> tuple[Result, ...]:
     n = len(results)
     if not 0 < n <= limits.max_results:
@@ -126,7 +129,9 @@ def _results(results: tuple[Result, ...], limits: Limits) -> tuple[Result, ...]:
     # a time (no tuple per result: a third cheaper, and most traffic carries none)
     if any(map(_TITLE, results)) or any(map(_SNIPPET, results)) or any(map(_URL, results)):
         results = _texts(results, limits.max_text_chars)
-    if all(map(eq, map(_POSITION, results), count(1))):
+    positions = tuple(map(_POSITION, results))  # (one C pass, then a tuple compare: small ints are shared)
+    in_order = positions == _RANKS[:n] if n <= len(_RANKS) else all(map(eq, positions, count(1)))
+    if in_order:
         return results
     ordered = sorted(results, key=_POSITION)  # not in order: sorted, they must still be exactly 1..n
     if list(map(_POSITION, ordered)) != list(range(1, n + 1)):
@@ -145,7 +150,8 @@ def _texts(results: tuple[Result, ...], limit: int) -> tuple[Result, ...]:
     return tuple(out)
 
 
-def _shadow(lists: list[_Shadow] | None, ranker: str, limits: Limits) -> tuple[ShadowList, ...]:
+def _shadow(lists: list[_Shadow] | None, ranker: str, limits: Limits, keep: bool
+            ) -> tuple[ShadowList, ...]:
     if not lists:
         return ()
     if len(lists) > limits.max_shadow_lists:
@@ -153,17 +159,22 @@ def _shadow(lists: list[_Shadow] | None, ranker: str, limits: Limits) -> tuple[S
     rankers = {ranker, *(_text(s.ranker, limits.max_id_chars) for s in lists)}
     if len(rankers) != len(lists) + 1:  # a shadow ranker is the impression's or another list's
         raise _Refused
-    return tuple(ShadowList(s.ranker, _results(s.results, limits)) for s in lists)
+    out = []
+    for s in lists:
+        results = _results(s.results, limits)  # (checked, kept or not)
+        out.append(ShadowList(s.ranker, results if keep else ()))
+    return tuple(out)
 
 
-def _impression(obj: _Impression, limits: Limits) -> Impression:
+def _impression(obj: _Impression, limits: Limits, keep: bool) -> Impression:
     if obj.query_bucket is not None and obj.query_bucket not in events.BUCKETS:
         raise _Refused
     ranker = _text(obj.ranker, limits.max_id_chars)
+    results = _results(obj.results, limits)
     return Impression(_text(obj.session_id, limits.max_id_chars), _text(obj.query, limits.max_query_chars),
-                      ranker, _ts(obj.ts), _results(obj.results, limits),
+                      ranker, _ts(obj.ts), results if keep else (),
                       _optional(obj.variant, limits.max_id_chars), obj.query_bucket,
-                      _shadow(obj.shadow, ranker, limits))
+                      _shadow(obj.shadow, ranker, limits, keep))
 
 
 def _labels(obj: _Annotation, scale: Scale, limits: Limits) -> tuple[Label, ...]:
@@ -209,9 +220,11 @@ def _deploy(obj: _Deploy, limits: Limits) -> Deploy:
                   _optional(obj.previous, limits.max_id_chars), share)
 
 
-def fast_decode(raw: bytes, scale: Scale, limits: Limits = DEFAULT_LIMITS) -> Event | None:
+def fast_decode(raw: bytes, scale: Scale, limits: Limits = DEFAULT_LIMITS, results: bool = True
+                ) -> Event | None:
     """The event, if the fast path takes ``raw``; None when the reference must decide (never wrong: what
-    this returns, :func:`~monitor.core.event_checks.decode_checked` returns too)."""
+    this returns, :func:`~monitor.core.event_checks.decode_checked` returns too; with ``results`` False,
+    that event :func:`without_results`)."""
     if not raw:
         return None
     if not raw.isascii():
@@ -224,7 +237,7 @@ def fast_decode(raw: bytes, scale: Scale, limits: Limits = DEFAULT_LIMITS) -> Ev
         if obj.schema not in events.SCHEMA_VERSIONS:
             return None
         if isinstance(obj, _Impression):
-            return _impression(obj, limits)
+            return _impression(obj, limits, results)
         if isinstance(obj, _Annotation):
             return _annotation(obj, scale, limits)
         return _deploy(obj, limits)
@@ -232,9 +245,26 @@ def fast_decode(raw: bytes, scale: Scale, limits: Limits = DEFAULT_LIMITS) -> Ev
         return None
 
 
-def decode_event(raw: bytes, scale: Scale, limits: Limits = DEFAULT_LIMITS) -> Event:
+def decode_event(raw: bytes, scale: Scale, limits: Limits = DEFAULT_LIMITS, results: bool = True) -> Event:
     """Decode and validate UTF-8 JSON bytes (None, a Kafka tombstone, is refused like empty bytes): the
     fast path, else the reference (:func:`~monitor.core.event_checks.decode_checked`), which raises the
-    :class:`~monitor.core.events.EventError` of an invalid event."""
-    event = fast_decode(raw, scale, limits)
-    return event if event is not None else decode_checked(raw, scale, limits)
+    :class:`~monitor.core.events.EventError` of an invalid event.
+
+    ``results=False``: an impression's results (and its shadow lists') are checked as always, and then not
+    kept (:func:`without_results`). The Redis writer decodes so: most impressions are only counted, and
+    their ~90 objects each (results, ids, scores) are then freed while they are still in the cache, not
+    at the end of a batch of thousands; the few that the full step takes are decoded again."""
+    event = fast_decode(raw, scale, limits, results)
+    if event is not None:
+        return event
+    event = decode_checked(raw, scale, limits)
+    return event if results else without_results(event)
+
+
+def without_results(event: Event) -> Event:
+    """``event``, an impression without its results and its shadow lists' (their rankers kept): what the
+    counting of an impression reads (session, query, ranker, variant, bucket, ts, shadow rankers)."""
+    if not isinstance(event, Impression) or not event.results:
+        return event
+    shadow = tuple(ShadowList(s.ranker, ()) for s in event.shadow)
+    return msgspec.structs.replace(event, results=(), shadow=shadow)

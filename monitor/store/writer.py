@@ -39,7 +39,7 @@ from monitor.core.events import (
     Limits,
 )
 from monitor.core.grades import Scale
-from monitor.core.stream.admission import admit, declared_shadow, past_error, undeclared_value
+from monitor.core.stream.admission import admit, declared_shadow, past_error, readmit, undeclared_value
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.counters import SHADOW_RANKER, STALE_LABELS, dead_letter
 from monitor.core.stream.held_grades import merge_grades
@@ -160,6 +160,7 @@ class RedisState(Reader):
                     batch.add_counted(state.watermark, counted)
                     outcomes[index] = COUNTED
                     continue
+                event = readmit(messages[index].raw, self.scale, self.config, self.limits)  # (its results)
             loaded = state.load(event, query_labels, self.config, shared, query_stamps)
             transition = step(event, loaded, self.config, self.scale, self.partitions)
             if transition.pending_queries and transition.pending_queries[0][0] not in read.loaded:
@@ -195,7 +196,8 @@ class RedisState(Reader):
         """The message's event, or why it is a dead letter (invalid, on the wrong topic, undeclared, ahead
         of the wall clock)."""
         try:
-            event = admit(message.raw, message.role, self.scale, self.config, self.clock(), self.limits)
+            event = admit(message.raw, message.role, self.scale, self.config, self.clock(), self.limits,
+                          results=False)  # (most impressions are only counted; readmit for the others)
         except EventError as invalid:
             return invalid
         if isinstance(event, Impression) and len(self._undeclared_seen) < MAX_UNDECLARED_NAMED:
@@ -221,9 +223,7 @@ class RedisState(Reader):
 
     def _check_behind(self, partition: int, messages: Sequence[Message], applied: Mapping[str, int],
                       previous: Mapping[str, int]) -> None:
-        firsts: dict[str, int] = {}
-        for message in messages:
-            firsts.setdefault(message.topic, message.offset)
+        firsts = {m.topic: m.offset for m in reversed(messages)}  # each topic's first offset
         for topic, offset in firsts.items():
             stored = applied.get(topic, -1)
             if stored < offset - 1 and (topic not in previous or stored < previous[topic]):

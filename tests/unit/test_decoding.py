@@ -5,14 +5,16 @@ on the simulator's traffic, the 10,000-event bad-input corpus and generated JSON
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.core.decoding import decode_event, fast_decode
+from monitor.core.decoding import decode_event, fast_decode, without_results
 from monitor.core.event_checks import decode_checked
 from monitor.core.events import (
     DEFAULT_LIMITS,
@@ -50,6 +52,11 @@ def agree(raw: bytes, scale: Any = FOUR_LEVEL_SCALE, limits: Limits = DEFAULT_LI
     fast = fast_decode(raw, scale, limits)
     assert fast is None or fast == reference, (raw, fast, reference)
     assert outcome(decode_event, raw, scale, limits) == reference, raw
+    # results=False (the Redis writer's first decode): the same checks and errors, the event without results
+    bare = reference if isinstance(reference, tuple) else without_results(reference)
+    assert outcome(functools.partial(decode_event, results=False), raw, scale, limits) == bare, raw
+    fast_bare = fast_decode(raw, scale, limits, results=False)
+    assert (fast_bare is None) == (fast is None) and (fast_bare is None or fast_bare == bare), raw
     return fast
 
 
@@ -285,3 +292,22 @@ def test_a_document_id_at_and_around_each_limit_agrees_with_the_reference(length
         assert (fast is not None) == (1 <= length <= min(limits.max_id_chars, DEFAULT_LIMITS.max_id_chars))
     assert isinstance(outcome(decode_event, raw, FOUR_LEVEL_SCALE, Limits(max_id_chars=300)), Impression) == (
         1 <= length <= 300)
+
+
+def test_an_impression_decoded_without_results_keeps_everything_counting_reads() -> None:
+    """``without_results`` drops the results and the shadow lists' results, and nothing else."""
+    raw = json.dumps({"type": "impression", "session_id": "s", "query": "q", "ranker": "r", "ts": 1e9,
+                      "variant": "canary", "query_bucket": "tail",
+                      "results": [{"doc_id": "a", "position": 2}, {"doc_id": "b", "position": 1}],
+                      "shadow": [{"ranker": "r2", "results": [{"doc_id": "c", "position": 1}]}]}).encode()
+    full = decode_event(raw, FOUR_LEVEL_SCALE)
+    bare = decode_event(raw, FOUR_LEVEL_SCALE, results=False)
+    assert isinstance(full, Impression) and isinstance(bare, Impression)
+    assert [r.doc_id for r in full.results] == ["b", "a"] and bare.results == ()
+    assert [s.ranker for s in bare.shadow] == ["r2"] and bare.shadow[0].results == ()
+    assert msgspec.structs.replace(bare, results=full.results, shadow=full.shadow) == full
+    # a result that fails its checks still refuses the impression when the results are not kept
+    duplicate = raw.replace(b'"doc_id": "b"', b'"doc_id": "a"')
+    with pytest.raises(EventError) as error:
+        decode_event(duplicate, FOUR_LEVEL_SCALE, results=False)
+    assert error.value.code == "duplicate_document"

@@ -24,18 +24,27 @@ from monitor.core.stream.config import StreamConfig
 
 
 def admit(raw: bytes, topic: str | None, scale: Scale, config: StreamConfig, now: float | None,
-          limits: Limits = DEFAULT_LIMITS) -> Event:
+          limits: Limits = DEFAULT_LIMITS, results: bool = True) -> Event:
     """The event of the raw message ``raw`` read from ``topic`` (its role: ``impressions``,
     ``annotations`` or ``deploys``; None: any), or :class:`EventError` (a dead letter with its code,
     field and reason): not a valid event, an event of another topic, an undeclared variant or ranker
-    (:func:`undeclared_error`), a time before 2000-01-01 or too far ahead of ``now`` (:func:`clock_error`)."""
-    event = decode_event(raw, scale, limits)
+    (:func:`undeclared_error`), a time before 2000-01-01 or too far ahead of ``now`` (:func:`clock_error`).
+    ``results=False``: an impression's results are checked, not kept (see
+    :func:`~monitor.core.decoding.decode_event`; :func:`readmit` decodes them again)."""
+    event = decode_event(raw, scale, limits, results)
     if topic is not None:
         expect_topic(event, topic)
     error = undeclared_error(event, config) or clock_error(event, now, config)
     if error is not None:
         raise error
     return event
+
+
+def readmit(raw: bytes, scale: Scale, config: StreamConfig, limits: Limits = DEFAULT_LIMITS) -> Event:
+    """The event of ``raw``, which :func:`admit` took with ``results=False``, now with its results (the
+    same bytes decode to the same event), without the undeclared shadow lists (:func:`declared_shadow`:
+    the caller counted them when it dropped them from the first)."""
+    return declared_shadow(decode_event(raw, scale, limits), config)[0]
 
 
 EARLIEST_TS = 946684800.0  # 2000-01-01T00:00:00Z: the earliest event time the clock rules accept
