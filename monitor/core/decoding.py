@@ -117,7 +117,7 @@ def _ts(value: float | str) -> float:
 _RANKS = tuple(range(1, Limits.max_results + 1))  # positions 1..n, compared as a slice of it
 
 
-def _results(results: tuple[Result, ...], limits: Limits) -> tuple[Result, ...]:
+def _results(results: tuple[Result, ...], limits: Limits, keep: bool = True) -> tuple[Result, ...]:
     n = len(results)
     if not 0 < n <= limits.max_results:
         raise _Refused
@@ -125,9 +125,10 @@ def _results(results: tuple[Result, ...], limits: Limits) -> tuple[Result, ...]:
     if len(docs) != n or any(map(str.isspace, docs)) or (  # (msgspec refused "" and > the default limit)
             limits.max_id_chars < Limits.max_id_chars and max(map(len, docs)) > limits.max_id_chars):
         raise _Refused
-    # optional text (title, snippet, url): kept as the reference keeps it; one field over all the results at
-    # a time (no tuple per result: a third cheaper, and most traffic carries none)
-    if any(map(_TITLE, results)) or any(map(_SNIPPET, results)) or any(map(_URL, results)):
+    # optional text (title, snippet, url): kept as the reference keeps it (never refused: not looked at when
+    # the results are not kept); one field over all the results at a time (no tuple per result: a third
+    # cheaper, and most traffic carries none)
+    if keep and (any(map(_TITLE, results)) or any(map(_SNIPPET, results)) or any(map(_URL, results))):
         results = _texts(results, limits.max_text_chars)
     positions = tuple(map(_POSITION, results))  # (one C pass, then a tuple compare: small ints are shared)
     in_order = positions == _RANKS[:n] if n <= len(_RANKS) else all(map(eq, positions, count(1)))
@@ -161,7 +162,7 @@ def _shadow(lists: list[_Shadow] | None, ranker: str, limits: Limits, keep: bool
         raise _Refused
     out = []
     for s in lists:
-        results = _results(s.results, limits)  # (checked, kept or not)
+        results = _results(s.results, limits, keep)  # (checked, kept or not)
         out.append(ShadowList(s.ranker, results if keep else ()))
     return tuple(out)
 
@@ -170,7 +171,7 @@ def _impression(obj: _Impression, limits: Limits, keep: bool) -> Impression:
     if obj.query_bucket is not None and obj.query_bucket not in events.BUCKETS:
         raise _Refused
     ranker = _text(obj.ranker, limits.max_id_chars)
-    results = _results(obj.results, limits)
+    results = _results(obj.results, limits, keep)
     return Impression(_text(obj.session_id, limits.max_id_chars), _text(obj.query, limits.max_query_chars),
                       ranker, _ts(obj.ts), results if keep else (),
                       _optional(obj.variant, limits.max_id_chars), obj.query_bucket,
