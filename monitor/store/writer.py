@@ -39,7 +39,7 @@ from monitor.core.events import (
     Limits,
 )
 from monitor.core.grades import Scale
-from monitor.core.stream.admission import admit, declared_shadow, past_error, readmit, undeclared_value
+from monitor.core.stream.admission import declared_shadow, past_error
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.counters import SHADOW_RANKER, STALE_LABELS, dead_letter
 from monitor.core.stream.held_grades import merge_grades
@@ -47,6 +47,7 @@ from monitor.core.stream.join import close_step, quiet_horizon, step
 from monitor.core.stream.sampling import budget_period
 from monitor.core.stream.session import SessionRecord
 from monitor.core.stream.transition import Loaded, Transition
+from monitor.store.admitting import BatchDecoder
 from monitor.store.batch import COUNTED, Batch, Fenced, LayoutError, Message, Outbox, Outcome, StateBehind
 from monitor.store.client import RedisClient
 from monitor.store.keys import DEFAULT_GROUPS, SEQ, Keys, text
@@ -56,8 +57,6 @@ from monitor.store.reader import Reader
 from monitor.store.scripts import Scripts, merged_shared
 from monitor.store.session_index import SessionIndex
 from monitor.store.sketch_cache import SketchCache
-
-MAX_UNDECLARED_NAMED = 100  # undeclared variant or ranker values named in the log (the counter counts all)
 
 
 class RedisState(Reader):
@@ -78,10 +77,8 @@ class RedisState(Reader):
         self.scripts = Scripts.register(redis)
         self.sketches = SketchCache(config)  # the owned partitions' sketch slices (sketch_cache.py)
         self.index = SessionIndex(config)  # their sessions with a record or early labels (session_index.py)
-        # an undeclared variant or ranker value admitted for the first time, as (reason, value): the
-        # worker logs each once and empties the list (the first MAX_UNDECLARED_NAMED values)
-        self.undeclared_new: list[tuple[str, str]] = []
-        self._undeclared_seen: set[tuple[str, str]] = set()
+        self.decoder = BatchDecoder(scale, config, limits, lambda: self.clock())  # (admitting.py)
+        self.undeclared_new = self.decoder.undeclared_new  # logged once each by the worker, then cleared
 
     # -- messages -------------------------------------------------------------------------------------
     async def handle(self, partition: int, topic: str, offset: int, raw: bytes, outbox: Outbox | None = None,
@@ -108,7 +105,7 @@ class RedisState(Reader):
         :class:`StateBehind` before anything is written: a topic's first new message must follow Redis's
         applied offset directly, or Redis must have applied ``previous`` (nothing lies in between)."""
         started = time.thread_time()
-        decoded = [self._decode(message) for message in messages]
+        decoded = list(map(self.decoder.decode, messages))
         self.cpu["decode"] += time.thread_time() - started
         width, ttl = self.config.budget_period, self.config.state_ttl  # (inline: used per impression)
         periods = {math.floor(e.ts / width) for e in decoded if isinstance(e, Impression)}
@@ -143,6 +140,7 @@ class RedisState(Reader):
                                                      read.query_stamps)
         steps: list[tuple[int, Transition, Loaded]] = []
         started = time.thread_time()
+        impressions = full = 0  # (for the decoder: how the next batch is decoded)
         for index, event in events:  # (past_error, declared_shadow: for the impressions they may change)
             stale = past_error(event, state.watermark, self.config) if isinstance(event, Impression) \
                 and event.ts < state.watermark - ttl else None
@@ -155,12 +153,14 @@ class RedisState(Reader):
                 if dropped:
                     batch.count(SHADOW_RANKER, float(dropped))
             if isinstance(event, Impression):  # most traffic: only counted, no Loaded, step or Transition
+                impressions += 1
                 counted = state.count_only(event, self.config, self.partitions)
                 if counted is not None:
                     batch.add_counted(state.watermark, counted)
                     outcomes[index] = COUNTED
                     continue
-                event = readmit(messages[index].raw, self.scale, self.config, self.limits)  # (its results)
+                full += 1
+                event = self.decoder.shown(messages[index], event)  # (with its results)
             loaded = state.load(event, query_labels, self.config, shared, query_stamps)
             transition = step(event, loaded, self.config, self.scale, self.partitions)
             if transition.pending_queries and transition.pending_queries[0][0] not in read.loaded:
@@ -176,6 +176,7 @@ class RedisState(Reader):
                 shared[key] = merged_shared(shared.get(key, {}), transition.shared)
             batch.add(transition, self.config)
             steps.append((index, transition, loaded))
+        self.decoder.learn(impressions, full)
         self.cpu["join"] += time.thread_time() - started
         spread, lost = await query_writes(self.redis, self.keys, self.scripts, self.config, self.scale,
                                           partition, steps)
@@ -191,21 +192,6 @@ class RedisState(Reader):
                    if o is not None and not o.skipped}
         await self._commit(partition, batch, offsets, fence=meta.get(SEQ, ""))
         return [o if o is not None else Outcome(skipped=True) for o in outcomes]
-
-    def _decode(self, message: Message) -> Event | EventError:
-        """The message's event, or why it is a dead letter (invalid, on the wrong topic, undeclared, ahead
-        of the wall clock)."""
-        try:
-            event = admit(message.raw, message.role, self.scale, self.config, self.clock(), self.limits,
-                          results=False)  # (most impressions are only counted; readmit for the others)
-        except EventError as invalid:
-            return invalid
-        if isinstance(event, Impression) and len(self._undeclared_seen) < MAX_UNDECLARED_NAMED:
-            seen = undeclared_value(event, self.config)
-            if seen is not None and seen not in self._undeclared_seen:
-                self._undeclared_seen.add(seen)
-                self.undeclared_new.append(seen)
-        return event
 
     async def _meta(self, partition: int, periods: Iterable[int] = ()
                     ) -> tuple[dict[str, str], dict[tuple[str, int], float]]:

@@ -15,7 +15,8 @@ from monitor.core.grades import FOUR_LEVEL_SCALE
 from monitor.core.stream.counters import DEAD_LETTER as DEAD_LETTER_COUNTER
 from monitor.core.stream.counters import UNDECLARED, Counter, dead_letter, undeclared
 from monitor.sim import SimConfig, simulate
-from monitor.store.writer import MAX_UNDECLARED_NAMED, RedisState
+from monitor.store.admitting import MAX_UNDECLARED_NAMED
+from monitor.store.writer import RedisState
 from tests.support.declared_variants import DEAD_LETTER, DECLARED, PARTITIONS, Events, run, with_junk
 from tests.support.redis_runs import run_through_redis
 
