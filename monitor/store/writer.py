@@ -209,7 +209,9 @@ class RedisState(Reader):
 
     def _check_behind(self, partition: int, messages: Sequence[Message], applied: Mapping[str, int],
                       previous: Mapping[str, int]) -> None:
-        firsts = {m.topic: m.offset for m in reversed(messages)}  # each topic's first offset
+        firsts: dict[str, int] = {}
+        for message in messages:
+            firsts.setdefault(message.topic, message.offset)
         for topic, offset in firsts.items():
             stored = applied.get(topic, -1)
             if stored < offset - 1 and (topic not in previous or stored < previous[topic]):
