@@ -113,10 +113,7 @@ class MemoryPipeline:
     # -- input ----------------------------------------------------------------------------------------
     def submit(self, topic: str, key: bytes | None, value: bytes) -> None:
         """One raw event from ``topic``; invalid events become dead letters."""
-        self._submitted += 1
-        if self._submitted % self.prune_every == 0:
-            self.prune()
-        partition = partition_of(key, self.partitions)
+        partition = self._next(key)
         state = self.state[partition]
         offset = state.offsets.get(topic, -1) + 1
         state.offsets[topic] = offset
@@ -124,18 +121,44 @@ class MemoryPipeline:
             if topic not in TOPICS:
                 raise EventError("topic", f"unknown topic {topic!r}", "invalid_value")
             event = admit(value, topic, self.scale, self.config, self.clock(), self.limits)
-            target = partition
-            if isinstance(event, Impression | Annotation) and event.session_id is not None:
-                target = partition_of(event.session_id.encode(), self.partitions)
-            error = past_error(event, self.state[target].watermark, self.config)
-            if error is not None:
-                raise error
+            target = self._target(event, partition)
         except EventError as error:
             self.dead_letters.append(DeadLetter(topic, partition, offset, error.code, error.field,
                                                 error.reason, value))
             self.dead_lettered += 1
             self.aggregates[partition].count(dead_letter(error.code))
             return
+        self._accept(event, target)
+
+    def submit_event(self, topic: str, key: bytes | None, event: Event) -> None:
+        """One event already decoded and valid (a simulator's, made as the schemas say): what
+        :meth:`submit` does after admission, without the encoding and decoding. An event the stream's
+        checks after admission refuse (dated before what the partition keeps) raises
+        :class:`EventError`, since there are no bytes to dead-letter."""
+        partition = self._next(key)
+        state = self.state[partition]
+        state.offsets[topic] = state.offsets.get(topic, -1) + 1
+        self._accept(event, self._target(event, partition))
+
+    def _next(self, key: bytes | None) -> int:
+        self._submitted += 1
+        if self._submitted % self.prune_every == 0:
+            self.prune()
+        return partition_of(key, self.partitions)
+
+    def _target(self, event: Event, partition: int) -> int:
+        """The partition an admitted event from ``partition`` is processed in (its session's); raises
+        the :class:`EventError` of an event older than what that partition keeps."""
+        target = partition
+        if isinstance(event, Impression | Annotation) and event.session_id is not None:
+            target = partition_of(event.session_id.encode(), self.partitions)
+        error = past_error(event, self.state[target].watermark, self.config)
+        if error is not None:
+            raise error
+        return target
+
+    def _accept(self, event: Event, target: int) -> None:
+        """An admitted event, processed in partition ``target`` with the fan-outs it causes."""
         if isinstance(event, Impression):
             self.earliest = min(self.earliest, event.ts)
             seen = undeclared_value(event, self.config)
@@ -172,7 +195,13 @@ class MemoryPipeline:
 
     # -- one step -------------------------------------------------------------------------------------
     def _process(self, partition: int, event: Event) -> None:
-        loaded = self.state[partition].load(event, self.query_labels, self.config, self.shared,
+        state = self.state[partition]
+        if isinstance(event, Impression):  # most of real traffic is only counted: the writer's lean path
+            counted = state.count_only(event, self.config, self.partitions)
+            if counted is not None:
+                self.aggregates[partition].add_counted(counted)
+                return
+        loaded = state.load(event, self.query_labels, self.config, self.shared,
                                             self.query_stamps)
         transition = step(event, loaded, self.config, self.scale, self.partitions)
         self._apply(partition, transition)

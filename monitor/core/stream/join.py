@@ -83,8 +83,11 @@ def _judged(record: SessionRecord, scale: Scale) -> JudgedList:
 
 
 def _list(record: SessionRecord, docs: list[str], scores: list[float] | None, scale: Scale) -> JudgedList:
-    """A list of the session (its served top k, or a shadow list's) joined with the session's grades."""
-    grades = {doc: scale.parse(level) for doc, level in record.effective().items()}
+    """A list of the session (its served top k, or a shadow list's) joined with the session's grades (all of
+    them: the ideal of nDCG is every graded document of the query; each distinct level parsed once)."""
+    levels = record.effective()
+    table = {level: scale.parse(level) for level in set(levels.values())}
+    grades = {doc: table[level] for doc, level in levels.items()}
     return JudgedList.build(docs, scores, grades, max_level(scale))
 
 
