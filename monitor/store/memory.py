@@ -109,6 +109,7 @@ class MemoryPipeline:
         # values (the counter ``undeclared{reason}`` has them all), so a summary can name them
         self.undeclared_seen: dict[tuple[str, str], int] = {}
         self._queue: deque[tuple[int, Event]] = deque()
+        self.ended = False  # advanced to the end (a replay's): every session closed, no event to come
 
     # -- input ----------------------------------------------------------------------------------------
     def submit(self, topic: str, key: bytes | None, value: bytes) -> None:
@@ -297,7 +298,9 @@ class MemoryPipeline:
         return max(s.watermark for s in self.state)
 
     def advance(self, watermark: float) -> None:
-        """Move every partition's watermark forward (end of a replay) and close what is due."""
+        """Move every partition's watermark forward (end of a replay) and close what is due; ``inf``
+        ends the stream (:attr:`ended`)."""
+        self.ended = self.ended or watermark == math.inf
         for partition, state in enumerate(self.state):
             while True:
                 due = state.due(watermark, self.config.max_closes_per_step)
@@ -332,7 +335,7 @@ class MemoryPipeline:
             return out
 
         seen = merge_seen([part.seen for part in self.aggregates])
-        return History(self.config.epoch, summed("epochs"), seen, summed("query_epochs"))
+        return History(self.config.epoch, summed("epochs"), seen, summed("query_epochs"), self.ended)
 
     def counter(self, name: str, group: str = "", label: str = "") -> float:
         """The count of ``Counter(name, group, label)`` over all partitions (0 when never counted)."""

@@ -123,7 +123,8 @@ class WorkerSettings:
                             adjust_queries=self.canary_adjust_queries,
                             covariate_window=self.canary_covariate_window,
                             covariate_min_sessions=self.canary_covariate_min_sessions,
-                            ).with_bounds(self.stream.k, best_gain(self.grade_scale()))
+                            ).with_bounds(self.stream.k, best_gain(self.grade_scale())
+                                          ).with_stream(self.stream.join_window, self.stream.idle_after)
 
     def alerts(self) -> AlertConfig:
         config = AlertConfig(alpha=self.canary_alpha)

@@ -166,7 +166,7 @@ def test_a_canary_is_compared_with_the_control_sessions_of_its_own_period_only()
     epochs = {0: {"tail|a|control": stats(5000, 3.0)},           # the control alone, before the canary
               1: {"tail|a|control": stats(300, 2.0), "tail|b|canary": stats(300, 2.0)},
               2: {"tail|a|control": stats(200, 2.2), "tail|b|canary": stats(100, 2.1)}}
-    history = History(HOUR, epochs, {("canary", "b"): (HOUR + 10, 3 * HOUR - 1)})
+    history = History(HOUR, epochs, {("canary", "b"): (HOUR + 10, 3 * HOUR)})  # epoch 2 over
     expected_control = summed(epochs[1]["tail|a|control"], epochs[2]["tail|a|control"])
     expected_canary = summed(epochs[1]["tail|b|canary"], epochs[2]["tail|b|canary"])
     # without a canary_start the period starts at the canary's first impression ...

@@ -21,7 +21,8 @@ from monitor.demo.verdict_rows import CanaryJudge
 
 pytestmark = pytest.mark.slow  # seconds each: not in the fast loop (pytest -m "not integration and not slow")
 
-SETTINGS = DemoSettings(sessions=1500, hours=2.0, seed=1, regression=0.5, bucket="all")  # fires in head
+SETTINGS = DemoSettings(sessions=2200, hours=3.0, seed=1, regression=0.5, bucket="all")  # fires in head
+# (3 h: the verdicts read an epoch once its sessions closed, about 1 h 15 min after it ended)
 FIGURES = ("dcg", "pnr", "canary", "coverage")
 
 

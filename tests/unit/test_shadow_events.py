@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -272,14 +273,10 @@ def test_an_undeclared_shadow_ranker_never_makes_the_served_impression_a_dead_le
 ASKED = {"judgments_requested", "judgments_received", "judgments_top_k"}
 
 
-def served(t: Transition) -> Transition:
-    """What a step does for the served lists: without the records (they also keep the shadow lists), the
-    paired deltas, counters and sightings, the requests and the counters of what they ask (compared
-    apart)."""
-    return msgspec.structs.replace(
-        t, records=[], requests=[], sightings=[],
-        deltas=[d for d in t.deltas if not d.group.endswith("|shadow")],
-        counters=[(c, v) for c, v in t.counters if c.name not in ASKED and c.name != "shadow_scored"])
+def without_lag(groups: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    """Each group's sums without ``join_lag`` (when a session was first scored), to 9 digits (the same
+    contributions summed in another order)."""
+    return {g: {f: round(v, 9) for f, v in s.items() if f != "join_lag"} for g, s in groups.items()}
 
 
 def run(events: list[tuple[str, bytes, bytes]], config: StreamConfig,
@@ -308,17 +305,22 @@ def run(events: list[tuple[str, bytes, bytes]], config: StreamConfig,
 @pytest.mark.parametrize("pattern", [None, "ranker-[a-z]"])
 def test_the_served_numbers_are_the_same_with_or_without_shadow_lists(
         pattern: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every step does for the served lists what it does without shadow lists (the same deltas, counters,
-    deadlines, closes); the shadow lists add only the paired groups (``bucket|candidate|shadow``), the
-    ``shadow_scored`` counter, and their documents to the requests and the judgments counters (each request's served documents are
-    those of the request without shadow lists; a session whose served top k was graded already asks for
-    its shadow documents alone)."""
+    """The served numbers are those of the stream without shadow lists: every served statistic, window,
+    epoch and counter at the end (a session with shadow lists waits for the grades of their union too,
+    issue 42, so it may be scored later and re-scored less often: its ``join_lag`` and the ``rescored``
+    counter differ, nothing else); the shadow lists add only the paired groups
+    (``bucket|candidate|shadow``), the ``shadow_scored`` counter, and their documents to the requests and
+    the judgments counters (each request's served documents are those of the request without shadow lists;
+    a session whose served top k was graded already asks for its shadow documents alone)."""
     events = [(e.topic, e.key, e.value) for e in simulate(SimConfig(seed=4, n_sessions=250)).events]
     config = StreamConfig(ranker_pattern=pattern, budget={"head": 60.0, "torso": 40.0, "tail": 40.0})
     plain, plain_steps, none = run(events, config, monkeypatch)
     shadowed, shadow_steps, stepped = run(with_shadow(events), config, monkeypatch)
     assert none == 0 and stepped > 50  # the steps were given the shadow lists (the declared ones)
-    assert len(plain_steps) > 250 and [served(t) for t in shadow_steps] == [served(t) for t in plain_steps]
+    assert len(plain_steps) > 250
+    waited = [t for t in shadow_steps if any(d.group.endswith("|shadow") for d in t.deltas)]
+    assert waited and all(any(not d.group.endswith("|shadow") for d in t.deltas) for t in waited)
+    # (a pair is only ever added or taken back with its served list: scored together)
     candidates = {"ranker-z"} if pattern else {"ranker-z", "cand-9"}
     paired = {g for g in shadowed.snapshot().totals() if g.endswith("|shadow")}
     assert paired and {g.split("|")[1] for g in paired} == candidates
@@ -328,9 +330,10 @@ def test_the_served_numbers_are_the_same_with_or_without_shadow_lists(
 
     def other(pipeline: MemoryPipeline) -> dict[Counter, float]:
         return {c: v for c, v in pipeline.counters.items()
-                if c != SHADOW_RANKER and c.name not in ASKED and c.name != "shadow_scored"}
+                if c != SHADOW_RANKER and c.name not in ASKED and c.name not in ("shadow_scored", "rescored")}
     assert other(shadowed) == other(plain)
-    assert {g: s for g, s in shadowed.snapshot().totals().items() if g not in paired} == plain.snapshot().totals()
+    assert without_lag({g: s for g, s in shadowed.snapshot().totals().items() if g not in paired}) == without_lag(
+        plain.snapshot().totals())
     assert shadowed.windows().keys() - plain.windows().keys() == {(w, g) for w, g in shadowed.windows() if g in paired}
     scored = sum(v for c, v in shadowed.counters.items() if c.name == "shadow_scored")
     assert scored >= sum(s["pair_n"] for g, s in shadowed.snapshot().totals().items() if g in paired) > 0
@@ -348,7 +351,8 @@ def test_the_served_numbers_are_the_same_with_or_without_shadow_lists(
     requested = sum(v for c, v in shadowed.counters.items() if c.name == "judgments_requested")
     assert requested == sum(len(r.docs) for r in shadowed.requests)
     epochs = shadowed.history().epochs
-    assert {i: {g: s for g, s in e.items() if g not in paired} for i, e in epochs.items()} == plain.history().epochs
+    assert {i: without_lag({g: s for g, s in e.items() if g not in paired})
+            for i, e in epochs.items()} == {i: without_lag(e) for i, e in plain.history().epochs.items()}
     seen = shadowed.history().seen  # the served arms' sightings as without; the paired candidate's besides
     assert {k: v for k, v in seen.items() if k[0] != "shadow"} == plain.history().seen
     assert {ranker for arm, ranker in seen if arm == "shadow"} == ({"ranker-z"} if pattern else {"ranker-z", "cand-9"})

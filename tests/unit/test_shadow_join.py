@@ -82,10 +82,24 @@ def test_a_hand_built_session_gives_the_expected_paired_fields() -> None:
     assert t.sightings == [("shadow", "cand", record.ts)]  # where the canary's reader finds the candidate
 
 
+def test_a_session_with_a_shadow_list_waits_for_the_union_and_scores_both_lists_together() -> None:
+    """Served top k graded, the shadow list's documents not yet: the session stays pending (issue 42: a
+    shadow list is not paired before its grades are in, and the served list is not scored without it);
+    the shadow's grades complete the union, and both lists are scored in the same step."""
+    record = step(show(("a", "b", "c"), ("cand", ("x", "y", "a"))), Loaded(), K3, FOUR_LEVEL_SCALE).records[0]
+    waiting = grade(record, a=3, b=1, c=0)
+    assert record.status == "pending" and waiting.deltas == [] and record.coverage() == 1.0
+    both = grade(record, ts=300.0, x=2, y=0)
+    assert record.status == "scored" and [d.group for d in both.deltas] == ["head|r1|control", GROUP]
+    assert paired_deltas(both)[0][2]["pair_y"] == pytest.approx(gain(2) + gain(3) / 2)
+
+
 def test_a_shadow_list_below_the_minimum_pairs_when_a_late_label_lifts_it_and_the_old_pair_is_taken_back(
         ) -> None:
     record = step(show(("a", "b", "c"), ("cand", ("x", "y", "a"))), Loaded(), K3, FOUR_LEVEL_SCALE).records[0]
-    scored = grade(record, a=3, b=1, c=0)  # served complete: scored; the shadow's coverage 1/3 < 0.6
+    grade(record, a=3, b=1, c=0)  # served complete, the union not: pending until the close
+    scored = step(Impression("s2", "q2", "r1", 5000.0, results("z")), Loaded(watermark=100.0, due=[record]),
+                  K3, FOUR_LEVEL_SCALE)  # closed: served scored; the shadow's coverage 1/3 < 0.6
     assert record.status == "scored" and paired_deltas(scored) == []
     late = grade(record, ts=300.0, x=2)  # shadow 2/3: paired now
     [(group, back, added)] = paired_deltas(late)
@@ -149,12 +163,14 @@ def test_the_request_asks_for_the_union_once_each_and_counts_it() -> None:
     assert dict(received.counters)[Counter("judgments_received", "head|r1|control")] == 1.0
 
 
-def test_a_served_list_graded_already_is_scored_at_once_and_its_shadow_documents_still_asked() -> None:
+def test_a_served_list_graded_already_waits_for_its_shadow_documents_which_are_asked() -> None:
     t = step(show(("a", "b"), ("cand", ("a", "z"))), Loaded(early_labels={"a": 1, "b": 0}), K3, FOUR_LEVEL_SCALE)
     record = t.records[0]
-    assert record.status == "scored" and not t.deadlines
+    assert record.status == "pending" and t.deadlines == {"s1": record.deadline} and t.deltas == []
     assert [r.docs for r in t.requests] == [["z"]]
-    assert paired_deltas(t) == []  # the shadow's coverage 1/2 < 0.6
+    both = step(show(("a", "b"), ("cand", ("a", "z"))), Loaded(early_labels={"a": 1, "b": 0, "z": 2}), K3,
+                FOUR_LEVEL_SCALE)  # the union graded already: both lists scored at once
+    assert both.records[0].status == "scored" and not both.deadlines and len(paired_deltas(both)) == 1
 
 
 def test_the_budget_in_judgments_costs_the_unions_missing_documents() -> None:

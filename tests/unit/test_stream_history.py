@@ -21,6 +21,9 @@ CONFIG = StreamConfig(join_window=300, state_ttl=600, min_coverage=0.5, epoch=60
                       budget={"head": 1e9, "torso": 1e9, "tail": 1e9})
 
 
+LONG = replace(CONFIG, join_window=1500.0, state_ttl=3000.0)  # sessions wait 25 minutes for their grades
+
+
 def labelled(pipeline: MemoryPipeline, sid: str, ts: float, ranker: str, variant: str, grade: int) -> None:
     docs = [f"{sid}-a", f"{sid}-b"]
     pipeline.submit("impressions", sid.encode(), impression(sid, ts, docs, "tail", variant=variant, ranker=ranker))
@@ -135,3 +138,48 @@ def test_epochs_count_each_groups_impressions_as_a_brute_force_count_does(seed: 
     # the counters are unchanged: per declared group, the epochs' impressions sum to its impressions counter
     for group, stats in pipeline.history().totals().items():
         assert stats["impressions"] == pipeline.counter("impressions", group), group
+
+
+# -- settled epochs: what a look may read (issue 42) ------------------------------------------------------
+
+def test_an_epoch_is_settled_once_it_ended_and_none_of_its_sessions_waits_for_grades() -> None:
+    """Epoch 0: one session graded at once; epoch 1: one session waiting for grades (open); epoch 2: the
+    current one. Only epoch 0 may be read; once the waiting sessions close (their deadlines passed by the
+    stream's time) epochs 1 and 2 may be too; the current epoch never, until the stream ended; an epoch
+    that ended ``grace`` ago is read even with a session still open."""
+    pipeline = MemoryPipeline(LONG, FOUR_LEVEL_SCALE, prune_every=10**9, clock=lambda: None)
+    labelled(pipeline, "s0", 10.0, "a", "control", 3)  # epoch 0, scored at once
+    pipeline.submit("impressions", b"s1", impression("s1", 610.0, ["x", "y"], "tail", variant="control"))
+    pipeline.submit("impressions", b"s2", impression("s2", 1210.0, ["z"], "tail", variant="control"))
+    history = pipeline.history()
+    assert history.open_sessions("tail") == {1: 1, 2: 1} and history.open_sessions("head") == {}
+    assert [s["sampled"] for s in history.epochs[1].values()] == [1.0]
+    assert history.settled("tail", grace=10**6) == 0
+    assert history.settled("tail", grace=10.0) == 1  # epoch 1 ended 10 s ago: read all the same
+    assert history.until(0).epochs.keys() == {0} and history.until(None) is history
+    pipeline.submit("impressions", b"s3", impression("s3", 2800.0, ["w"], "tail", variant="control"))
+    later = pipeline.history()  # s1 and s2 closed (expired, no grade), epochs up to 3 over
+    assert later.open_sessions("tail") == {4: 1} and later.settled("tail", grace=10**6) == 3
+    assert later.settled("tail", grace=0.0) == 3  # the current epoch is not read, whatever the grace
+    pipeline.advance(math.inf)
+    assert pipeline.history().ended and pipeline.history().settled("tail", grace=10**6) is None
+
+
+def test_a_look_reads_only_settled_epochs() -> None:
+    """A comparison leaves out the epochs from the first one with an open session on: the canary's verdict
+    counts the sessions of the settled epochs only, and all of them once the stream ended."""
+    pipeline = MemoryPipeline(LONG, FOUR_LEVEL_SCALE, prune_every=10**9, clock=lambda: None)
+    config = CanaryConfig(min_sessions=2, time_matched=False, adjust_queries=False)
+    for i in range(40):  # 40 graded sessions per arm in epoch 0, then one session per arm left waiting
+        labelled(pipeline, f"c{i}", 5.0 + i, "a", "control", 2 + i % 2)
+        labelled(pipeline, f"k{i}", 5.5 + i, "b", "canary", 2 + i % 2)
+    for sid, variant, ranker in (("c-open", "control", "a"), ("k-open", "canary", "b")):
+        pipeline.submit("impressions", sid.encode(), impression(sid, 700.0, [f"{sid}-d"], "tail", variant=variant,
+                                                                ranker=ranker))
+    labelled(pipeline, "c-late", 1300.0, "a", "control", 3)  # epoch 2: over at 1800
+    pipeline.submit("impressions", b"tick", impression("tick", 1850.0, ["t"], "head"))
+    verdicts = comparisons(pipeline.history(), [], config)
+    assert verdicts and {(c.verdict.n_baseline, c.verdict.n_candidate) for c in verdicts} == {(40, 40)}
+    pipeline.advance(math.inf)
+    ended = comparisons(pipeline.history(), [], config)
+    assert {(c.verdict.n_baseline, c.verdict.n_candidate) for c in ended} == {(41, 40)}  # the waiting expired

@@ -25,6 +25,11 @@
   unadjusted). Needs ``StreamConfig.query_history``; without it the comparison is the unadjusted one;
 * ``sticky`` (True): the verdict is decided on the running intersection of the confidence sequence over
   the looks, one per epoch of the period (:func:`.paths.sticky_path`), so it does not flap;
+* ``settle`` (4,500 s: the stream's default join window, 1 h, and its quiet-partition margin, 15 min): a
+  look reads an epoch only once it has ended and none of its sampled sessions is still open (waiting for
+  grades; ``History.settled``), or at the latest ``settle`` seconds after its end, the longest a session
+  can stay open (:meth:`with_stream` sets it from the stream's settings). Reading an epoch while some of
+  its sessions wait for grades would compare the ones graded first, not a fair sample (issue 42);
 * ``dcg_bound``, ``pairs_bound`` (per bucket): the largest DCG@k, and the largest number of pairs in the
   top k (k(k − 1)/2), that one session can have: what the exact bound of an arm whose every session
   scored 0 (:mod:`.bounds`) needs. Defaults: the stream's default k (40 head, 20 otherwise) and the seed
@@ -83,6 +88,7 @@ class CanaryConfig:
     adjust_queries: bool = True
     covariate_window: float = 86400.0
     covariate_min_sessions: int = 1
+    settle: float = 4500.0
     dcg_bound: Mapping[str, float] = field(default_factory=lambda: dcg_bounds(DEFAULT_K, 1.0))
     pairs_bound: Mapping[str, float] = field(default_factory=lambda: pairs_bounds(DEFAULT_K))
 
@@ -115,6 +121,11 @@ class CanaryConfig:
         return replace(self, dcg_bound={} if best_gain is None else dcg_bounds(k, best_gain),
                        pairs_bound=pairs_bounds(k))
 
+    def with_stream(self, join_window: float, idle_after: float) -> CanaryConfig:
+        """This config with ``settle`` for a stream whose sessions close ``join_window`` after their
+        impression, a quiet partition's ``idle_after`` later at the latest (``StreamConfig``)."""
+        return replace(self, settle=join_window + idle_after)
+
     def __post_init__(self) -> None:
         for name in ("dcg_bound", "pairs_bound"):
             table = getattr(self, name)
@@ -127,7 +138,7 @@ class CanaryConfig:
                 raise ValueError(f"{name}: expected true or false, got {getattr(self, name)!r}")
         for name in ("alpha", "min_relative_drop", "mixture_sd", "wide_sd", "wide_weight", "baseline_window",
                      "match_slot",
-                     "match_period", "covariate_window"):
+                     "match_period", "covariate_window", "settle"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"{name}: expected a finite number, got {value!r}")
@@ -137,6 +148,8 @@ class CanaryConfig:
             raise ValueError(f"min_relative_drop: must be in (0, 1), got {self.min_relative_drop!r}")
         if self.baseline_window <= 0.0:
             raise ValueError(f"baseline_window: must be > 0 seconds, got {self.baseline_window!r}")
+        if self.settle < 0.0:
+            raise ValueError(f"settle: must be ≥ 0 seconds, got {self.settle!r}")
         if self.covariate_window <= 0.0:
             raise ValueError(f"covariate_window: must be > 0 seconds, got {self.covariate_window!r}")
         least = self.covariate_min_sessions

@@ -107,12 +107,15 @@ def comparisons(history: History, deploys: Sequence[Deploy], config: CanaryConfi
     events = [((d.ts, i), d) for i, d in enumerate([*deploys, *detect_deploys(history, deploys)])]
     buckets = {split_group(g)[0] for groups in history.epochs.values() for g in groups}
     out: list[Comparison] = []
+    views: dict[int | None, History] = {}  # one view per settled frontier: its memo shared by the buckets
     for bucket in sorted(buckets, key=_bucket_order):
-        out.extend(_canaries(bucket, history, events, config))
-        out.extend(_deploys(bucket, history, events, config))
+        frontier = history.settled(bucket, config.settle)
+        settled = views.setdefault(frontier, history.until(frontier))
+        out.extend(_canaries(bucket, settled, events, config))
+        out.extend(_deploys(bucket, settled, events, config))
         endings = [(d.ranker, d.ts) for _, d in events if d.kind in ENDINGS]
         out.extend(Comparison(bucket, metric, SHADOW, SERVED, ranker, verdict)
-                   for ranker, metric, verdict in shadow_verdicts(bucket, history, endings, config))
+                   for ranker, metric, verdict in shadow_verdicts(bucket, settled, endings, config))
     kinds = {kind: i for i, kind in enumerate(KINDS)}
     metrics = {metric: i for i, metric in enumerate(METRICS)}
     return sorted(out, key=lambda c: (_bucket_order(c.bucket), kinds[c.kind], c.candidate, c.baseline,

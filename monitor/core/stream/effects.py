@@ -60,7 +60,8 @@ def _fold(into: Grouped, delta: Delta) -> None:
 class Aggregates:
     """The shared aggregates' increments (module docstring): ``slices`` (window, slice index) → group →
     sums; ``added`` and ``removed`` group → cumulative sums (a take-back, ``Delta.take_back``, is summed,
-    positive, into ``removed``); ``epochs`` epoch → group → sums (and each group's ``impressions``);
+    positive, into ``removed``); ``epochs`` epoch → group → sums (and each group's ``impressions`` and
+    ``sampled`` sessions);
     ``query_epochs`` epoch → ``group|query key`` → n, x, xx; ``seen`` (arm, ranker) → first and last
     time; ``counters`` :class:`~monitor.core.stream.counters.Counter` → count; ``deploys`` in arrival
     order."""
@@ -86,7 +87,7 @@ class Aggregates:
                 _fold(self.query_epochs.setdefault(epoch_of(delta.ts, config.epoch), {}), delta)
         if t.impression is not None:
             ts, group = t.impression
-            self._impression(epoch_of(ts, config.epoch), group)
+            self._impression(epoch_of(ts, config.epoch), group, t.sampled)
         if t.seen is not None:
             see(self.seen, *t.seen)
         for sighting in t.sightings:
@@ -102,7 +103,7 @@ class Aggregates:
         self._impression(counted.epoch, counted.group)
         self.count(Counter("impressions", counted.group))
 
-    def _impression(self, epoch: int, group: str) -> None:
+    def _impression(self, epoch: int, group: str, sampled: bool = False) -> None:
         groups = self.epochs.get(epoch)
         if groups is None:
             groups = self.epochs[epoch] = {}
@@ -110,6 +111,8 @@ class Aggregates:
         if stats is None:
             stats = groups[group] = Stats()
         stats["impressions"] = stats.get("impressions", 0.0) + 1.0
+        if sampled:
+            stats["sampled"] = stats.get("sampled", 0.0) + 1.0
 
     def count(self, counter: Counter, amount: float = 1.0) -> None:
         self.counters[counter] = self.counters.get(counter, 0.0) + amount

@@ -76,6 +76,7 @@ class History:
     epochs: Mapping[int, Mapping[str, Stats]]
     seen: Mapping[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
     queries: Mapping[int, Mapping[str, Stats]] = field(default_factory=dict)
+    ended: bool = False  # the stream ended (a replay's end): no epoch will receive another session
 
     def epoch(self, ts: float) -> int:
         return epoch_of(ts, self.width)
@@ -97,6 +98,51 @@ class History:
                 out.setdefault(bucket, {}).setdefault(index, []).append(
                     (ranker, variant, query, stats.get("n", 0.0), stats.get("x", 0.0), stats.get("xx", 0.0)))
         return out
+
+    @property
+    def latest(self) -> float:
+        """The stream's latest event time: the last sighting of any ranker (−inf: none)."""
+        return max((last for _, last in self.seen.values()), default=-math.inf)
+
+    def open_sessions(self, bucket: str) -> dict[int, int]:
+        """Epoch → the sampled sessions of ``bucket`` still open in it (waiting for grades, not yet
+        scored or expired): ``sampled − sessions − expired`` over its served groups, where it is not 0.
+        Epochs written before ``sampled`` was counted read as having none."""
+        out: dict[int, int] = {}
+        for index, groups in self.epochs.items():
+            count = 0.0
+            for group, stats in groups.items():
+                if group.startswith(bucket + "|") and "sampled" in stats:
+                    count += stats["sampled"] - stats.get("sessions", 0.0) - stats.get("expired", 0.0)
+            if round(count) > 0:
+                out[index] = round(count)
+        return out
+
+    def settled(self, bucket: str, grace: float) -> int | None:
+        """The last epoch of ``bucket`` a verdict may read (None: every epoch held): every epoch up to it
+        has ended by :attr:`latest` and has no open session, or ended ``grace`` seconds before
+        :attr:`latest` (past it, an epoch is read even if a session of it never closed: a partition that
+        stopped). So a look never reads a session whose grades are still awaited, nor an epoch only part
+        of whose sessions are in (the first to be scored are those graded already: not a fair sample).
+        Once the stream :attr:`ended`, every epoch without an open session is read."""
+        latest = math.inf if self.ended else self.latest
+        if latest == -math.inf:
+            return None
+        waiting = self.open_sessions(bucket)
+
+        def unsettled(index: int) -> bool:
+            end = (index + 1) * self.width
+            return end + grace > latest and (end > latest or index in waiting)
+
+        found = [i for i in self.epochs if unsettled(i)]
+        return min(found) - 1 if found else None
+
+    def until(self, last: int | None) -> History:
+        """This history without the epochs after ``last`` (None: itself)."""
+        if last is None:
+            return self
+        return History(self.width, {i: g for i, g in self.epochs.items() if i <= last}, self.seen,
+                       {i: q for i, q in self.queries.items() if i <= last}, self.ended)
 
     def totals(self, first: int | None = None, last: int | None = None) -> dict[str, Stats]:
         """Group → the sum of the epochs ``first`` … ``last`` (inclusive; None: unbounded)."""

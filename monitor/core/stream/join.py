@@ -12,12 +12,15 @@ Per event:
 * impression: bucket (carried, or estimated from the sketch), sampling within the bucket's budget (in
   sessions, or in judgments: see :func:`~monitor.core.stream.sampling.sampled`), then a pending session
   with an annotation request for the top-k documents not judged yet, or a scored one if early or
-  query-level labels already cover its top k; with shadow lists, the session keeps their top k and its
-  request asks for the ungraded documents of the union of the served and shadow top k, and each scoring
-  of the served list adds the paired contributions of the shadow lists that reach the coverage minimum
-  (:mod:`~monitor.core.stream.shadow`); an impression of a variant or ranker the settings do not
-  declare (:func:`undeclared`) is only counted, under ``other``, never sampled (or, by configuration, a
-  dead letter before the step: :func:`~monitor.core.stream.admission.undeclared_error`);
+  query-level labels already cover its top k; with shadow lists, the session keeps their top k, its
+  request asks for the ungraded documents of the union of the served and shadow top k, it is complete
+  (scored before its close) only once that union is graded, so the served and the shadow lists are scored
+  together from the same grades, and each scoring of the served list adds the paired contributions of the
+  shadow lists that reach the coverage minimum (:mod:`~monitor.core.stream.shadow`); the epoch of a
+  sampled session counts it (``sampled``), so the canary knows which epochs still have open sessions; an
+  impression of a variant or ranker the settings do not declare (:func:`undeclared`) is only counted,
+  under ``other``, never sampled (or, by configuration, a dead letter before the step:
+  :func:`~monitor.core.stream.admission.undeclared_error`);
 * session annotation: merged into the session (:func:`merge_grades`: the grade with the latest ``ts``
   wins, ties and grades without ``ts`` by delivery; a grade that loses is counted ``stale_labels`` and
   changes nothing; the first grade of a requested document counts as a judgment received); a complete
@@ -203,12 +206,13 @@ def _on_impression(event: Impression, loaded: Loaded, config: StreamConfig, scal
     elif missing:  # its cost: the documents asked for
         out.budget = (bucket, budget_period(event.ts, config), float(len(missing)))
     out.counters.append((Counter("sampled", group), 1.0))
+    out.sampled = True
     out.counters.append((Counter("judgments_top_k", group), float(len(union))))  # what asking all costs
     if loaded.early_labels:
         out.drop_early_labels.append(event.session_id)
     # every sampled session follows its query's judgments, so a later query-level correction reaches it
     out.pending_queries.append((record.query_key, record.session_id))
-    if record.complete():  # the served top k fully judged already: scored at once
+    if record.complete():  # its top k (with shadow lists: their union) fully judged already: scored at once
         _score(record, scale, config, out.watermark, out)
     else:
         out.deadlines[record.session_id] = record.deadline

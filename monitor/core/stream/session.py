@@ -30,7 +30,8 @@ class SessionRecord:
 
     Shadow lists (issue 28, :mod:`monitor.core.stream.shadow`): ``shadow_docs``/``shadow_scores``, the top
     k of each declared candidate ranker's list for the same request (never shown: the served ``docs`` alone
-    decide coverage, completion and expiry), and ``shadow_contributions``, group → the paired contribution
+    decide coverage and expiry; a session waits for the grades of the union of its lists to be scored
+    at once, :meth:`complete`), and ``shadow_contributions``, group → the paired contribution
     each added, taken back like ``contribution``. ``requested`` is over :meth:`union` (the served top k
     first, so a record without shadow lists reads as before). Records stored before these fields read
     them as empty, and a record without shadow lists is stored exactly as before.
@@ -77,8 +78,12 @@ class SessionRecord:
         return sum(1 for d in self.docs if d in labels) / len(self.docs) if self.docs else 0.0
 
     def complete(self) -> bool:
+        """Whether every document the session waits for has a grade: its served top k and, with shadow
+        lists, theirs too (:meth:`union`): a session with shadow lists is scored, served and shadow lists
+        together, once the union is graded or at its close, so both lists of a pair are scored from the
+        same grades (issue 42)."""
         labels = self.effective()
-        return all(d in labels for d in self.docs)
+        return all(d in labels for d in self.union())
 
     def missing(self) -> list[str]:
         """The top-k documents without a grade yet (neither the session's own nor its query's)."""

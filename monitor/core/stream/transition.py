@@ -117,3 +117,6 @@ class Transition(Struct):
     sightings: list[tuple[str, str, float]] = field(default_factory=list)
     # (ts, group) of an impression counted (declared, not a duplicate): its epoch's ``impressions`` += 1
     impression: tuple[float, str] | None = None
+    # its session was sampled: the epoch's ``sampled`` += 1 too (with the epoch's ``sessions`` and
+    # ``expired``, what tells the canary which epochs still have sessions waiting for grades)
+    sampled: bool = False
