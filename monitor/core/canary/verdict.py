@@ -24,8 +24,10 @@ METRIC_NAMES = {"dcg": "DCG", "pnr": "PNR"}
 @dataclass(frozen=True)
 class Verdict:
     """``estimate``: relative change of candidate vs baseline (−0.10 = 10% lower); ``lower``/``upper``:
-    its always-valid (1 − α) confidence sequence; ``evidence``: log mixture likelihood ratio against no
-    change. Each is None when undefined (no sessions, a baseline of 0, PNR = +Inf, no variance)."""
+    its always-valid confidence sequence, the lower end at α (what a pass reads), the upper at α / 2 (what
+    a regression reads; it contains the (1 − α) sequence); ``evidence``: log mixture likelihood ratio
+    against no change. Each is None when undefined (no sessions, a baseline of 0, PNR = +Inf, no
+    variance)."""
 
     verdict: VerdictName
     estimate: float | None
