@@ -10,6 +10,7 @@ True
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -49,15 +50,20 @@ def _percent(x: float) -> str:
     return f"{x:.1%}"
 
 
-def reason(verdict: VerdictName, estimate: float, upper: float, config: CanaryConfig, held: str = "") -> str:
+def reason(verdict: VerdictName, estimate: float, upper: float, config: CanaryConfig, held: str = "",
+           lower: float = math.nan) -> str:
     """Why a decided (enough sessions, an interval) verdict is what it is; ``held``: what the interval
-    is, when it is not the current look's alone."""
+    is, when it is not the current look's alone. A pass whose ``lower`` end no longer rules out the drop
+    (NaN: not known) is one held from before a reset (:func:`.verdict_paths.sticky_path`)."""
     drop = config.min_relative_drop
     sequence = f"the {(1 - config.alpha) * 100:g}% confidence sequence{held}"
     if verdict == "regression":
         return f"{_percent(-estimate)} lower; {sequence} excludes no change"
-    if verdict == "pass":
+    if verdict == "pass" and not lower <= -drop:
         return f"{sequence} rules out a drop of {_percent(drop)} or more"
+    if verdict == "pass":
+        return (f"a drop of {_percent(drop)} or more was ruled out at an earlier look, and a pass is kept "
+                f"unless a regression is proven; {sequence} no longer rules it out")
     if upper < 0.0:
         return (f"lower, but the estimated drop {_percent(-estimate)} is below the minimum of "
                 f"interest {_percent(drop)}, and a drop of {_percent(drop)} is not yet ruled out")

@@ -131,26 +131,34 @@ def _sticky_segment(estimate: FloatArray, lower: FloatArray, upper: FloatArray,
 
 def sticky_path(path: VerdictPath, config: CanaryConfig) -> VerdictPath:
     """The verdict on the running intersection [max lower, min upper] of the confidence sequence over the
-    eligible looks (along the last axis).
+    eligible looks (along the last axis). The guarantee: **a pass is never lost except to a
+    regression, and a regression is final.**
 
-    * **pass** once the intersection rules out a drop of d (max lower > −d): it only narrows, so a pass
-      is never lost;
+    * **pass** once the intersection rules out a drop of d (max lower > −d); then held until a
+      regression is reached: within a segment (below) the intersection only narrows, so its lower end
+      stays above −d, and after a reset the pass holds while the new segment is inconclusive or passes,
+      and gives way only when the new segment reaches a regression (the candidate broke during the
+      comparison);
     * **regression** once the intersection lies below 0 with the estimate (the current one, moved into
       the intersection) at a drop of d or more; then **final** for the period: neither an estimate
       wandering back above −d, nor an intersection that later proves the drop smaller than d, nor a
       reset turns it into a pass. An alert that fired is never recanted by the same comparison (a false
-      regression is a probability-α event; recanting it flipped 0.1-0.2% of A/A paired comparisons);
-      a new ``canary_start`` or ``deploy`` starts a new period;
+      regression is a probability-α / 2 event per metric; recanting it flipped 0.1-0.2% of A/A paired
+      comparisons); a new ``canary_start`` or ``deploy`` starts a new period;
     * **inconclusive** otherwise.
 
     **Reset**: when a look's interval is disjoint from the intersection so far (the data changed under
     it, or the effect itself moved; with a constant effect some look's interval missed it, below a lower
-    end (probability ≤ α) or above an upper end (≤ α / 2): a coverage failure),
-    the intersection restarts at that look and the verdict is decided afresh from there (so a pass can
-    become a regression when the candidate breaks during the comparison, never the reverse); ``resets``
-    counts it. Looks before an arm has ``min_sessions`` take no part. ``estimate``, ``lower`` and
-    ``upper`` become the sticky ones (after a regression they go on narrowing, and may come to rule out
-    a drop of d: the verdict stays); ``evidence`` stays the current look's.
+    end (probability ≤ α) or above an upper end (≤ α / 2): a coverage failure), the intersection restarts
+    at that look (a new segment) and the new segment is decided afresh: its regression replaces a pass
+    reached before; its pass or inconclusive leaves a pass reached before as it is (a reset does not
+    take a pass back: before this rule an A/A comparison went pass → inconclusive → pass after a reset);
+    a regression reached before stays. ``resets`` counts the restarts. Looks before an arm has
+    ``min_sessions`` take no part. ``estimate``, ``lower`` and ``upper`` become the sticky ones, the
+    current segment's intersection (after a regression they go on narrowing, and may come to rule out a
+    drop of d: the verdict stays; after a reset under a pass held from before, they may no longer rule it
+    out: the verdict stays too); ``evidence`` stays the current look's. ``changes`` counts the changes of
+    the resulting verdict.
     """
     shape = path.code.shape
     looks = shape[-1] if shape else 1
@@ -174,8 +182,11 @@ def sticky_path(path: VerdictPath, config: CanaryConfig) -> VerdictPath:
             count += 1
             start = None if following is None else end
         hit = np.flatnonzero(code[r] == REGRESSION)
-        if hit.size:  # final: held to the end of the period
-            code[r, hit[0]:] = REGRESSION
+        first = int(hit[0]) if hit.size else looks
+        passed = np.flatnonzero(code[r, :first] == PASS)
+        if passed.size:  # a pass holds until the first regression, across resets
+            code[r, passed[0]:first] = PASS
+        code[r, first:] = REGRESSION  # final: held to the end of the period
     sticky = code.reshape(shape)
     return VerdictPath(kept.reshape(shape), lo.reshape(shape), hi.reshape(shape), path.evidence, sticky,
                        path.eligible, changes_of(sticky), resets.reshape(shape))
