@@ -298,7 +298,7 @@ def test_a_five_percent_drop_takes_far_fewer_sessions_paired_than_in_two_arms() 
     """The same sessions judged two ways: paired (every session's served and shadow DCG) and as a 50/50
     two-arm canary (even sessions in the control arm, served; odd ones in the canary arm, shadow) with
     :func:`.judging.compare`. Sessions counted are requests: the paired test scores two lists per request.
-    Measured: the median sessions to a regression, two-arm over paired, is ≈ 8 (docs/canary.md)."""
+    Measured: the median sessions to a regression, two-arm over paired, is ≈ 10 (docs/canary.md)."""
     rng = np.random.default_rng(77)
     runs, n = 12, 40_000
     x, y = world(rng, (runs, n), drop=0.05)

@@ -25,7 +25,8 @@
   period (a query with fewer than ``covariate_min_sessions`` of them has none, and its sessions count
   unadjusted). Needs ``StreamConfig.query_history``; without it the comparison is the unadjusted one;
 * ``sticky`` (True): the verdict is decided on the running intersection of the confidence sequence over
-  the looks, one per epoch of the period (:func:`.verdict_paths.sticky_path`), so it does not flap;
+  the looks, one per epoch of the period (:func:`.verdict_paths.sticky_path`), so it does not flap: a
+  pass is never lost except to a regression, and a regression is final;
 * ``dcg_bound``, ``pairs_bound`` (per bucket): the largest DCG@k, and the largest number of pairs in the
   top k (k(k − 1)/2), that one session can have: what the exact bound of an arm whose every session
   scored 0 (:mod:`.bounds`) needs. Defaults: the stream's default k (40 head, 20 otherwise) and the seed
@@ -52,6 +53,11 @@ each; they are not part of the split above.
 
 >>> CanaryConfig().alpha
 0.05
+>>> c = CanaryConfig()  # a regression's levels: half of a pass's
+>>> c.regression_alpha, round(c.regression_sequence_alpha, 6), round(c.regression_bound_alpha, 6)
+(0.025, 0.02475, 0.00025)
+>>> round(c.sequence_alpha, 6), round(c.bound_alpha, 6)
+(0.0495, 0.0005)
 >>> CanaryConfig(alpha=1.5)
 Traceback (most recent call last):
 ...
