@@ -54,7 +54,8 @@ def reason(verdict: VerdictName, estimate: float, upper: float, config: CanaryCo
            lower: float = math.nan) -> str:
     """Why a decided (enough sessions, an interval) verdict is what it is; ``held``: what the interval
     is, when it is not the current look's alone. A pass whose ``lower`` end no longer rules out the drop
-    (NaN: not known) is one held from before a reset (:func:`.verdict_paths.sticky_path`)."""
+    is one held from before a reset (:func:`.verdict_paths.sticky_path`); NaN (not known) reads as the
+    plain pass."""
     drop = config.min_relative_drop
     sequence = f"the {(1 - config.alpha) * 100:g}% confidence sequence{held}"
     if verdict == "regression":
