@@ -404,7 +404,8 @@ def canary() -> Json:
     panels += [
         panel(lay, "timeseries", "Evidence over time ($bucket)",
               "Log mixture likelihood ratio against no change, per metric "
-              "(search_relevance_canary_evidence); the detector calls a change when it reaches log(1/alpha).",
+              "(search_relevance_canary_evidence); a gain is proven when it reaches log(1/alpha), a drop "
+              "when it reaches log(2/alpha) (each metric's regression is decided at alpha/2).",
               targets((top("search_relevance_canary_evidence", "metric", here), "{{metric}}")),
               width=8, decimals=2),
         panel(lay, "state-timeline", "Verdict over time ($bucket)",

@@ -53,7 +53,8 @@ GAUGES = {
     "estimate": "Relative change of the candidate's metric vs the baseline's (-0.1 = 10% lower)",
     "lower": "Lower end of the always-valid confidence sequence of the relative change",
     "upper": "Upper end of the always-valid confidence sequence of the relative change",
-    "evidence": "Log mixture likelihood ratio against no change (>= log(1/alpha): change detected)",
+    "evidence": "Log mixture likelihood ratio against no change (>= log(1/alpha): a gain proven; "
+                ">= log(2/alpha): a drop proven, each metric's regression being decided at alpha/2)",
     "verdict": "Canary verdict: 1 pass, 0 inconclusive, -1 regression",
 }
 

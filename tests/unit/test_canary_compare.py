@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from monitor.core.canary import CanaryConfig, Verdict, compare
 from monitor.core.canary.sequential import half_width, half_widths, log_mixture_ratio, log_ratios
+from monitor.core.canary.verdict_paths import INCONCLUSIVE, PASS, REGRESSION, EffectPath, effect_verdict_path
 from monitor.core.stream.stats import Stats, add
 
 CONFIG = CanaryConfig()
@@ -45,12 +47,18 @@ def test_interval_is_the_howard_normal_mixture_boundary_on_the_log_ratio() -> No
     v = base.var(ddof=1) / (base.size * base.mean() ** 2) + cand.var(ddof=1) / (cand.size * cand.mean() ** 2)
     theta = math.log(cand.mean() / base.mean())
     # Howard et al. (2021) §3.5, two-sided normal mixture on S with intrinsic time V and precision ρ:
-    # |S| ≤ √((V + ρ) log((V + ρ) / (ρ α²))). For a mean: S = θ̂ V with V = 1/v, ρ = 1/τ².
-    V, rho, alpha = 1.0 / v, 1.0 / CONFIG.mixture_sd**2, CONFIG.sequence_alpha
-    h = math.sqrt((V + rho) * math.log((V + rho) / (rho * alpha**2))) / V
+    # |S| ≤ √((V + ρ) log((V + ρ) / (ρ α²))). For a mean: S = θ̂ V with V = 1/v, ρ = 1/τ². The lower end
+    # (a pass) at α · 0.99, the upper end (a regression) at α / 2 · 0.99: the pair's two metrics share α
+    # for regressions.
+    V, rho = 1.0 / v, 1.0 / CONFIG.mixture_sd**2
+
+    def h(alpha: float) -> float:
+        return math.sqrt((V + rho) * math.log((V + rho) / (rho * alpha**2))) / V
+
+    assert (CONFIG.sequence_alpha, CONFIG.regression_sequence_alpha) == pytest.approx((0.0495, 0.02475))
     assert verdict.estimate == pytest.approx(cand.mean() / base.mean() - 1, rel=1e-12)
-    assert verdict.lower == pytest.approx(math.exp(theta - h) - 1, rel=1e-9)
-    assert verdict.upper == pytest.approx(math.exp(theta + h) - 1, rel=1e-9)
+    assert verdict.lower == pytest.approx(math.exp(theta - h(0.05 * 0.99)) - 1, rel=1e-9)
+    assert verdict.upper == pytest.approx(math.exp(theta + h(0.05 / 2 * 0.99)) - 1, rel=1e-9)
     assert (verdict.n_baseline, verdict.n_candidate) == (1000, 1000)
 
 
@@ -81,7 +89,41 @@ def test_evidence_is_the_mixture_likelihood_ratio_against_no_change() -> None:
     # Λ = √(v/(v+τ²)) exp(τ² θ̂² / (2v(v+τ²))), Johari et al. (2017) for the difference of two means.
     expected = math.log(math.sqrt(v / (v + tau2)) * math.exp(tau2 * theta**2 / (2 * v * (v + tau2))))
     assert verdict.evidence == pytest.approx(expected, rel=1e-10)
-    assert (verdict.evidence >= math.log(20)) == (verdict.upper is not None and verdict.upper < 0)
+    assert verdict.upper is not None and verdict.upper > 0 and verdict.evidence < math.log(20)
+
+
+def test_each_end_leaves_zero_exactly_where_the_evidence_reaches_its_level() -> None:
+    """The evidence is log Λ(0) at both ends; the lower end (a pass) is at α · 0.99, so it is above 0
+    exactly when log Λ(0) ≥ log(1 / (α · 0.99)), the upper end (a regression) at α / 2 · 0.99, so it is
+    below 0 exactly when log Λ(0) ≥ log(2 / (α · 0.99)): a drop needs more evidence than a gain."""
+    v = np.full(401, 0.02**2)
+    theta = np.linspace(-0.12, 0.12, 401)
+    path = effect_verdict_path(EffectPath(theta, v, np.full(401, 500.0), np.full(401, 500.0)), CONFIG)
+    gain, drop = theta > 0, theta < 0
+    assert ((path.lower > 0) == (path.evidence >= math.log(1 / CONFIG.sequence_alpha)))[gain].all()
+    assert ((path.upper < 0) == (path.evidence >= math.log(1 / CONFIG.regression_sequence_alpha)))[drop].all()
+    # the two levels differ where it shows: some drops as large as some gains are not yet proven
+    proven_gain = np.abs(theta[gain & (path.lower > 0)]).min()
+    proven_drop = np.abs(theta[drop & (path.upper < 0)]).min()
+    assert proven_drop > proven_gain + 0.003  # 6.7% against 6.2% at a standard error of 2%
+
+
+def test_a_regression_reads_the_upper_end_at_half_alpha_and_a_pass_the_lower_end_at_alpha() -> None:
+    """A drop whose (1 − α) sequence excludes no change but whose upper end at α / 2 does not is
+    inconclusive; the same size of gain, proven at α, passes."""
+    v = 0.02**2
+    low, high = (float(half_widths(np.array(v), CONFIG.mixture, a))
+                 for a in (CONFIG.sequence_alpha, CONFIG.regression_sequence_alpha))
+    assert high > low
+    size = (low + high) / 2  # beyond the α half-width, within the α / 2 one
+    path = effect_verdict_path(EffectPath(np.array([-size, size]), np.full(2, v), np.full(2, 500.0),
+                                          np.full(2, 500.0)), CONFIG)
+    assert path.code.tolist() == [INCONCLUSIVE, PASS]
+    assert np.log1p(path.upper[0]) == pytest.approx(-size + high, rel=1e-12)
+    assert np.log1p(path.lower[1]) == pytest.approx(size - low, rel=1e-12)
+    before = effect_verdict_path(EffectPath(np.array([-size]), np.full(1, v), np.full(1, 500.0),
+                                            np.full(1, 500.0)), replace(CONFIG, alpha=2 * CONFIG.alpha))
+    assert before.code.tolist() == [REGRESSION]  # each metric's regression at α, as before: 2α for the pair
 
 
 def test_pnr_interval_uses_the_delta_method_of_a_ratio() -> None:
@@ -98,10 +140,11 @@ def test_pnr_interval_uses_the_delta_method_of_a_ratio() -> None:
 
     v = log_var(p, q) + log_var(p - 1, q)
     theta = math.log((p - 1).sum() / q.sum()) - math.log(p.sum() / q.sum())
-    h = half_width(v, CONFIG.mixture_sd, CONFIG.sequence_alpha)
     assert verdict.estimate == pytest.approx(math.expm1(theta), rel=1e-12)
-    assert verdict.lower == pytest.approx(math.expm1(theta - h), rel=1e-9)
-    assert verdict.upper == pytest.approx(math.expm1(theta + h), rel=1e-9)
+    assert verdict.lower == pytest.approx(math.expm1(theta - half_width(v, CONFIG.mixture_sd, 0.05 * 0.99)),
+                                          rel=1e-9)
+    assert verdict.upper == pytest.approx(math.expm1(theta + half_width(v, CONFIG.mixture_sd, 0.05 / 2 * 0.99)),
+                                          rel=1e-9)
 
 
 @pytest.mark.parametrize("variance", [1e-6, 1e-4, 1e-2, 0.3, 5.0])
@@ -156,25 +199,34 @@ def test_the_wide_component_costs_under_one_percent_where_the_test_is_tuned_and_
 
 # --- symmetry and merging -----------------------------------------------------------------------------
 
-def test_swapping_the_arms_mirrors_the_log_interval() -> None:
+def test_swapping_the_arms_mirrors_the_estimate_and_keeps_each_ends_width() -> None:
+    """The estimate mirrors; the ends do not swap with the arms: the lower end is always at α (a pass),
+    the upper at α / 2 (a regression), so each end keeps its distance from the estimate."""
     base, cand = arms(600, 2.0, 1.7)
     forward = compare(dcg_stats(base), dcg_stats(cand), "dcg", CONFIG)
     backward = compare(dcg_stats(cand), dcg_stats(base), "dcg", CONFIG)
     assert forward.lower is not None and forward.upper is not None and forward.estimate is not None
     assert backward.lower is not None and backward.upper is not None and backward.estimate is not None
     assert math.log1p(backward.estimate) == pytest.approx(-math.log1p(forward.estimate), rel=1e-12)
-    assert math.log1p(backward.lower) == pytest.approx(-math.log1p(forward.upper), rel=1e-12)
-    assert math.log1p(backward.upper) == pytest.approx(-math.log1p(forward.lower), rel=1e-12)
+    below = math.log1p(forward.estimate) - math.log1p(forward.lower)
+    above = math.log1p(forward.upper) - math.log1p(forward.estimate)
+    assert math.log1p(backward.estimate) - math.log1p(backward.lower) == pytest.approx(below, rel=1e-9)
+    assert math.log1p(backward.upper) - math.log1p(backward.estimate) == pytest.approx(above, rel=1e-9)
+    assert above > below
     assert backward.evidence == pytest.approx(forward.evidence, rel=1e-12)
     assert forward.verdict == "regression" and backward.verdict == "pass"
 
 
-def test_identical_arms_give_an_interval_centred_on_zero() -> None:
+def test_identical_arms_give_an_interval_around_zero_wider_above() -> None:
     base, _ = arms(800, 2.0, 2.0)
     verdict = compare(dcg_stats(base), dcg_stats(base), "dcg", CONFIG)
     assert verdict.estimate == 0.0
     assert verdict.lower is not None and verdict.upper is not None
-    assert math.log1p(verdict.lower) == pytest.approx(-math.log1p(verdict.upper), rel=1e-12)
+    v = 2 * base.var(ddof=1) / (base.size * base.mean() ** 2)
+    assert math.log1p(verdict.lower) == pytest.approx(
+        -float(half_widths(np.array(v), CONFIG.mixture, CONFIG.sequence_alpha)), rel=1e-9)
+    assert math.log1p(verdict.upper) == pytest.approx(
+        float(half_widths(np.array(v), CONFIG.mixture, CONFIG.regression_sequence_alpha)), rel=1e-9)
 
 
 @pytest.mark.parametrize("metric", ["dcg", "pnr"])
@@ -264,7 +316,7 @@ def test_no_sessions_gives_no_numbers() -> None:
 
 def test_a_candidate_whose_every_session_scored_zero_is_a_regression_at_min_sessions() -> None:
     # A ranker returning nothing relevant: log 0 has no delta method, but 200 sessions at 0 bound the
-    # candidate's mean exactly (monitor/core/canary/bounds.py): at most 4.06% of tail's DCG@20 bound.
+    # candidate's mean exactly (monitor/core/canary/bounds.py): at most 4.4% of tail's DCG@20 bound.
     base = np.where(np.arange(200) % 4 == 0, 0.0, 1.6)  # tail-like: a mean of 1.2, a quarter at 0
     verdict = compare(dcg_stats(base), dcg_stats([0.0] * 200), "dcg", CONFIG, "tail")
     assert (verdict.verdict, verdict.estimate, verdict.lower) == ("regression", -1.0, -1.0)
@@ -278,13 +330,16 @@ def test_a_candidate_whose_every_session_scored_zero_is_a_regression_at_min_sess
 def test_the_zero_bound_is_the_betting_bound_and_needs_a_bound_of_a_session() -> None:
     base = np.where(np.arange(400) % 2 == 0, 0.5, 2.5)
     verdict = compare(dcg_stats(base), dcg_stats([0.0] * 300), "dcg", CONFIG, "head")
-    # upper: U / (the baseline's lower end), U = B (1 − a^(1/n)) at a = α/100 / 2 (two components)
+    # upper (a regression): U / (the baseline's lower end), U = B (1 − a^(1/n)), both at a = α/2/100 / 2
+    # (the regression's level, two components); the lower end is open (the candidate's mean may be 0)
     bound = CONFIG.dcg_bound["head"]
-    a = CONFIG.bound_alpha / 2
+    a = 0.05 / 2 / 100 / 2
+    assert CONFIG.regression_bound_alpha / 2 == pytest.approx(a)
     u = bound * (1 - a ** (1 / 300))
     mean, var = base.mean(), base.var(ddof=1) / (400 * base.mean() ** 2)
     lower_b = math.log(mean) - float(half_widths(np.array(var), CONFIG.mixture, a))
     assert verdict.upper == pytest.approx(math.expm1(math.log(u) - lower_b), rel=1e-9)
+    assert verdict.lower == -1.0
     unbounded = CanaryConfig().with_bounds({"head": 40}, None)
     blind = compare(dcg_stats(base), dcg_stats([0.0] * 300), "dcg", unbounded, "head")
     assert blind.verdict == "inconclusive" and "no bound" in blind.reason
@@ -293,6 +348,14 @@ def test_the_zero_bound_is_the_betting_bound_and_needs_a_bound_of_a_session() ->
 def test_a_baseline_of_zero_against_a_working_candidate_passes_on_the_bound() -> None:
     verdict = compare(dcg_stats([0.0] * 500), dcg_stats([1.0, 0.0] * 250), "dcg", CONFIG, "tail")
     assert (verdict.verdict, verdict.estimate, verdict.upper) == ("pass", None, None)
+    # lower (a pass): the candidate's lower end over U of the baseline, both at a = α/100 / 2 (the pass's
+    # level, two components)
+    a = 0.05 / 100 / 2
+    assert CONFIG.bound_alpha / 2 == pytest.approx(a)
+    u = CONFIG.dcg_bound["tail"] * (1 - a ** (1 / 500))
+    var = 0.25 / (500 * 0.25)  # s² / (n m²): values 1, 0 alternately, s² = 500/499 · 0.25
+    lower_c = math.log(0.5) - float(half_widths(np.array(var * 500 / 499), CONFIG.mixture, a))
+    assert verdict.lower == pytest.approx(math.expm1(lower_c - math.log(u)), rel=1e-9)
     assert verdict.lower is not None and verdict.lower > 0
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from monitor.core.canary import CanaryConfig, comparisons
 from monitor.core.canary.matched import fields_of, matched_paths
+from monitor.core.canary.verdict import reason
 from monitor.core.canary.verdict_paths import (
     INCONCLUSIVE,
     PASS,
@@ -161,6 +162,47 @@ def test_a_reset_turns_a_pass_into_a_regression_but_never_a_regression_into_a_pa
     sticky = sticky_path(healed, CanaryConfig())
     assert sticky.code.tolist() == [REGRESSION] * 4
     assert sticky.resets.tolist() == [0, 0, 1, 1] and sticky.changes.tolist() == [1, 1, 1, 1]
+
+
+def test_a_pass_is_lost_only_to_a_regression_across_a_reset() -> None:
+    """Pass, then a look disjoint from the intersection (a reset) whose interval neither passes nor
+    regresses (below 0, but the estimate a drop smaller than d): the pass holds, though the new segment's
+    interval no longer rules out a drop of d; it gives way when the new segment reaches a regression."""
+    raw = path_of([0.0, 0.0, -0.015, -0.012, -0.05],
+                  [-0.01, -0.015, -0.03, -0.035, -0.08],
+                  [0.01, 0.02, -0.012, 0.0, -0.02])
+    assert raw_codes(raw) == [PASS, PASS, INCONCLUSIVE, INCONCLUSIVE, REGRESSION]
+    sticky = sticky_path(raw, CanaryConfig())
+    assert sticky.code.tolist() == [PASS, PASS, PASS, PASS, REGRESSION]
+    assert sticky.resets.tolist() == [0, 0, 1, 1, 1]
+    assert sticky.changes.tolist() == [1, 1, 1, 1, 2]
+    # the new segment's intersection is shown, and it no longer rules out the drop: the pass is held
+    assert sticky.lower.tolist() == pytest.approx([-0.01, -0.01, -0.03, -0.03, -0.03])
+    assert sticky.upper.tolist() == pytest.approx([0.01, 0.01, -0.012, -0.012, -0.02])
+    assert sticky.estimate.tolist() == pytest.approx([0.0, 0.0, -0.015, -0.012, -0.03])
+    held = reason("pass", -0.012, -0.012, CanaryConfig(), " kept over 4 looks (restarted 1×)", -0.03)
+    assert held == ("a drop of 2.0% or more was ruled out at an earlier look, and a pass is kept unless a "
+                    "regression is proven; the 95% confidence sequence kept over 4 looks (restarted 1×) no "
+                    "longer rules it out")
+    assert reason("pass", 0.0, 0.01, CanaryConfig(), "", -0.01).endswith("rules out a drop of 2.0% or more")
+
+
+def test_a_pass_held_across_resets_in_many_rows_at_once() -> None:
+    """Rows are independent: the same looks in a 2-D path, one row passing then reset into an undecided
+    segment (held), one reset into a regression (lost to it), one never passing (nothing to hold), one
+    reset into a new pass (no change)."""
+    estimate = [[0.0, -0.015, -0.012], [0.0, -0.2, -0.2], [0.0, -0.015, -0.012], [0.0, 0.05, 0.05]]
+    lower = [[-0.01, -0.03, -0.035], [-0.01, -0.25, -0.24], [-0.03, -0.04, -0.035], [-0.01, 0.03, 0.02]]
+    upper = [[0.01, -0.012, 0.0], [0.01, -0.15, -0.16], [0.03, 0.02, 0.01], [0.01, 0.07, 0.08]]
+    rows = [path_of(e, lo, hi) for e, lo, hi in zip(estimate, lower, upper, strict=True)]
+    stacked = VerdictPath(*(np.stack([getattr(r, f) for r in rows]) for f in VerdictPath.__dataclass_fields__))
+    sticky = sticky_path(stacked, CanaryConfig())
+    assert sticky.code.tolist() == [[PASS, PASS, PASS], [PASS, REGRESSION, REGRESSION],
+                                    [INCONCLUSIVE, INCONCLUSIVE, INCONCLUSIVE], [PASS, PASS, PASS]]
+    assert sticky.resets.tolist() == [[0, 1, 1], [0, 1, 1], [0, 0, 0], [0, 1, 1]]
+    assert sticky.changes.tolist() == [[1, 1, 1], [1, 2, 2], [0, 0, 0], [1, 1, 1]]
+    for r, row in enumerate(rows):  # the same as each row alone
+        assert sticky_path(row, CanaryConfig()).code.tolist() == sticky.code[r].tolist()
 
 
 def raw_codes(path: VerdictPath) -> list[int]:

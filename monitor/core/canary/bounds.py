@@ -16,21 +16,26 @@ JRSS B 86(1), with a constant bet). After n sessions at 0, K_n = (B / (B − μ�
     μ₀ ≥ U_n = B · (1 − α^(1/n))          (≈ B · log(1/α) / n)
 
 so [0, U_n] covers the arm's mean at every n at once with probability ≥ 1 − α. With 200 sessions (the
-default ``min_sessions``) and the level used here, U is 4% of B: 0.45 for head DCG@40, 0.29 for tail DCG@20,
-against realistic means of 1.2–2.2.
+default ``min_sessions``) and the level a regression reads (α / 2 / 100 = 2.5e-4 at the default α, split
+between the two arms: 1.25e-4), U is 4.4% of B: 0.49 for head DCG@40, 0.31 for tail DCG@20, against
+realistic means of 1.2–2.2.
 
 **The effect.** An arm's statistic is a product of components (DCG: its mean; PNR: concordant pairs per
 session over discordant pairs per session), each either at 0 (the bound above: log in [−∞, log U]) or not
 (its own normal-mixture confidence sequence on the log scale, :mod:`.sequential`, from the component's
-time-matched mean and variance). θ's interval is the sum of the components' (interval arithmetic), each
-at α_b / m for the m components of both arms, α_b = ``CanaryConfig.bound_alpha``: the union bound keeps
-the whole at α_b, and with the confidence sequence at ``sequence_alpha`` = α − α_b a false verdict stays
-below α. These bounds stand in only where θ̂ is undefined (a component is 0); elsewhere the sequence
-decides, as before.
+time-matched mean and variance). θ's interval is the sum of the components' (interval arithmetic): its
+lower end from each component's end at α_b / m for the m components of both arms, α_b =
+``CanaryConfig.bound_alpha``, its upper end from each component's end at α_r / m, α_r =
+``CanaryConfig.regression_bound_alpha`` = α_b / 2. The union bound keeps θ below the lower end at any
+look with probability ≤ α_b (a false pass), above the upper end with probability ≤ α_r (a false
+regression), and with the confidence sequence at ``sequence_alpha`` = α − α_b and
+``regression_sequence_alpha`` = α / 2 − α_r a false pass stays below α and a false regression below α / 2
+(the pair's two metrics share α for regressions: :class:`.CanaryConfig`). These bounds stand in only
+where θ̂ is undefined (a component is 0); elsewhere the sequence decides, as before.
 
 >>> import numpy as np
->>> round(float(np.exp(zero_mean_upper(np.array(200.0), 11.09, 0.0005))), 3)  # head DCG@40, 200 zeros
-0.414
+>>> round(float(np.exp(zero_mean_upper(np.array(200.0), 11.09, 0.05 / 2 / 100 / 2))), 3)  # head, 200 zeros
+0.487
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from monitor.core.canary.config import CanaryConfig
 from monitor.core.canary.sequential import Mixture, half_widths
 from monitor.core.canary.verdict_paths import EffectPath, FloatArray, LogPath
 
@@ -77,21 +83,23 @@ Component = tuple[LogPath, float | None, float]  # (the component's log-mean pat
 
 
 def with_bounds(effect: EffectPath, baseline: Sequence[Component], candidate: Sequence[Component],
-                mixture: Mixture, alpha: float) -> EffectPath:
+                config: CanaryConfig) -> EffectPath:
     """``effect`` with the exact bounds of θ = Σ_candidate sign · log component − Σ_baseline sign · log
-    component where a component is 0 (module docstring); elsewhere (θ̂ defined, or no component at 0)
-    the bounds are NaN and the confidence sequence decides."""
+    component where a component is 0 (module docstring): the lower bound at ``config.bound_alpha``, the
+    upper at ``config.regression_bound_alpha``, each split among the components; elsewhere (θ̂ defined, or
+    no component at 0) the bounds are NaN and the confidence sequence decides."""
     parts = [(path, bound, sign) for path, bound, sign in candidate]
     parts += [(path, bound, -sign) for path, bound, sign in baseline]
-    each = alpha / len(parts)
+    below, above = config.bound_alpha / len(parts), config.regression_bound_alpha / len(parts)
     shape = np.shape(effect.theta)
     lower, upper = np.zeros(shape), np.zeros(shape)
     any_zero = np.zeros(shape, dtype=bool)
     with np.errstate(invalid="ignore"):
         for path, bound, sign in parts:
-            lo, hi = interval(path, bound, mixture, each)
-            lower = lower + (lo if sign > 0 else -hi)
-            upper = upper + (hi if sign > 0 else -lo)
+            low, high = interval(path, bound, config.mixture, below)  # ends at the pass's level
+            low_r, high_r = interval(path, bound, config.mixture, above)  # ends at the regression's level
+            lower = lower + (low if sign > 0 else -high)
+            upper = upper + (high_r if sign > 0 else -low_r)
             if path.zero is not None and bound is not None:
                 any_zero |= np.broadcast_to(path.zero, shape)
     keep = any_zero & ~np.isfinite(_f(effect.theta))

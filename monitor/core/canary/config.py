@@ -1,7 +1,8 @@
 """The canary test's settings: one frozen value, validated at construction.
 
 * ``alpha`` (0.05): the confidence sequence covers the true relative change at *every* session with
-  probability ≥ 1 − alpha, so looking after each session is allowed;
+  probability ≥ 1 − alpha, so looking after each session is allowed; a pair's false regression (on either
+  of its two metrics) stays below alpha too, each metric's regression being decided at alpha / 2 (below);
 * ``min_relative_drop`` (0.02): the smallest relative drop worth a "regression"; "pass" means the
   sequence rules out a drop this large (``docs/canary.md`` says why 2%);
 * ``min_sessions`` (200 per arm): below this either arm is too small for the normal approximation of
@@ -24,7 +25,8 @@
   period (a query with fewer than ``covariate_min_sessions`` of them has none, and its sessions count
   unadjusted). Needs ``StreamConfig.query_history``; without it the comparison is the unadjusted one;
 * ``sticky`` (True): the verdict is decided on the running intersection of the confidence sequence over
-  the looks, one per epoch of the period (:func:`.paths.sticky_path`), so it does not flap;
+  the looks, one per epoch of the period (:func:`.verdict_paths.sticky_path`), so it does not flap: a
+  pass is never lost except to a regression, and a regression is final;
 * ``settle`` (4,500 s: the stream's default join window, 1 h, and its quiet-partition margin, 15 min): a
   look reads an epoch only once it has ended and none of its sampled sessions is still open (waiting for
   grades; ``History.settled``), or at the latest ``settle`` seconds after its end, the longest a session
@@ -36,13 +38,31 @@
   scale (the best grade's gain 1); :meth:`with_bounds` sets them from other settings. A bucket without
   a bound has no such bound (such an arm stays "inconclusive").
 
-The error rate α is shared: the confidence sequence runs at ``sequence_alpha`` = α · (1 − 1/100), the
-exact bounds at ``bound_alpha`` = α / 100, so that a false verdict from either stays below α in all
-(a union bound; the sequence's half-width grows by less than 0.1%). The checks that say when a verdict
-cannot be trusted (:mod:`.checks`) run at ``check_alpha`` = α / 2 each.
+The error rate α is shared, in two ways:
+
+* **between the two metrics of a pair, for regressions.** A pair is judged on DCG and PNR and is a
+  regression if either regresses (:mod:`.overall`), so each metric decides a regression at
+  ``regression_alpha`` = α / 2 (Bonferroni): a false regression of the pair stays below α. A pass needs
+  both metrics to pass (an intersection-union test), which is valid at α for each, so the pass side keeps
+  α. Each metric's interval is therefore [lower end at α, upper end at α / 2]: the truth lies below the
+  lower end at some look with probability ≤ α (a false pass), above the upper end with probability ≤ α / 2
+  (a false regression), and the interval contains the (1 − α) sequence, so it covers at 1 − α too;
+* **between the confidence sequence and the exact bounds, on each side.** The sequence runs at
+  ``sequence_alpha`` = α · (1 − 1/100) for the lower end and ``regression_sequence_alpha`` =
+  α / 2 · (1 − 1/100) for the upper end; the exact bounds of an arm at 0 (:mod:`.bounds`) at
+  ``bound_alpha`` = α / 100 and ``regression_bound_alpha`` = α / 2 / 100 (a union bound; the sequence's
+  half-width grows by less than 0.1%).
+
+The checks that say when a verdict cannot be trusted (:mod:`.checks`) run at ``check_alpha`` = α / 2
+each; they are not part of the split above.
 
 >>> CanaryConfig().alpha
 0.05
+>>> c = CanaryConfig()  # a regression's levels: half of a pass's
+>>> c.regression_alpha, round(c.regression_sequence_alpha, 6), round(c.regression_bound_alpha, 6)
+(0.025, 0.02475, 0.00025)
+>>> round(c.sequence_alpha, 6), round(c.bound_alpha, 6)
+(0.0495, 0.0005)
 >>> CanaryConfig(alpha=1.5)
 Traceback (most recent call last):
 ...
@@ -100,9 +120,24 @@ class CanaryConfig:
         return ((self.mixture_sd, 1.0 - self.wide_weight), (self.wide_sd, self.wide_weight))
 
     @property
+    def regression_alpha(self) -> float:
+        """The level at which each metric decides a regression: α / 2. A pair is judged on two metrics
+        (DCG, PNR) and is a regression if either one regresses (:mod:`.overall`), so a false regression of
+        the pair is bounded by the sum of the metrics' levels (Bonferroni): α / 2 each keeps it below α.
+        A pass needs both metrics to pass, which is valid at α each, so passes keep ``alpha``."""
+        return self.alpha / 2.0
+
+    @property
     def sequence_alpha(self) -> float:
-        """The level of the confidence sequence: α less the share of the exact bounds."""
+        """The level of the confidence sequence's lower end (what a pass reads): α less the share of the
+        exact bounds."""
         return self.alpha * (1.0 - BOUND_SHARE)
+
+    @property
+    def regression_sequence_alpha(self) -> float:
+        """The level of the confidence sequence's upper end (what a regression reads):
+        ``regression_alpha`` less the share of the exact bounds."""
+        return self.regression_alpha * (1.0 - BOUND_SHARE)
 
     @property
     def check_alpha(self) -> float:
@@ -112,8 +147,15 @@ class CanaryConfig:
 
     @property
     def bound_alpha(self) -> float:
-        """The level of the exact bounds of arms whose every session scored 0 (:mod:`.bounds`)."""
+        """The level of the exact bounds of arms whose every session scored 0 (:mod:`.bounds`), for the
+        lower end of the effect's interval (what a pass reads)."""
         return self.alpha * BOUND_SHARE
+
+    @property
+    def regression_bound_alpha(self) -> float:
+        """The level of the exact bounds for the upper end of the effect's interval (what a regression
+        reads): ``regression_alpha``'s share."""
+        return self.regression_alpha * BOUND_SHARE
 
     def with_bounds(self, k: Mapping[str, int], best_gain: float | None) -> CanaryConfig:
         """This config with the bounds of a stream of depths ``k`` and a scale whose best gain is

@@ -259,12 +259,14 @@ def verdict_of(judged: Judged, indices: Sequence[int], width: float, latest: flo
         held = "" if not config.sticky or looked <= 1 else (
             f" kept over {looked} looks" + (f" (restarted {resets}×)" if resets else ""))
         text = reason(name, math.nan if estimate is None else estimate, math.nan if upper is None else upper,
-                      config, held)
+                      config, held, math.nan if lower is None else lower)
     elif n_b < config.min_sessions or n_c < config.min_sessions:
         text = (f"too few sessions: baseline {n_b}, candidate {n_c} "
                 f"(at least {config.min_sessions} per arm)")
     else:
         text = judged.problem
+    if not eligible and name != "inconclusive":  # sticky: held over a look without an interval
+        text = f"{name} held from an earlier look; this look: {text}"
     if judged.note:
         text = f"{text}; {judged.note}"
     return Verdict(name, estimate, lower, upper, evidence, n_b, n_c, text, changes, changed_at, resets,

@@ -13,6 +13,11 @@ over its sessions with a covariate (n, Σx, Σx², Σc, Σc², Σxc: shape (...,
   different grades per session: a pass needs them not 2% fewer in the candidate either; no such pair at
   all in the candidate's lists, while the baseline's have them, is a regression (module docstring of
   :mod:`.judging`).
+
+Every path here is :func:`.verdict_paths.effect_verdict_path`'s (with :func:`.bounds.with_bounds` for arms
+at 0), so each regression (DCG adjusted or not, PNR, the guard behind "nothing to order") is decided on an
+upper end at ``CanaryConfig.regression_alpha`` (α / 2: the pair's two metrics share α for regressions) and
+each pass on a lower end at α.
 """
 
 from __future__ import annotations
@@ -111,7 +116,7 @@ def dcg_paths(base: npt.ArrayLike, cand: npt.ArrayLike, config: CanaryConfig, bo
     b, c = np.asarray(base, dtype=np.float64), np.asarray(cand, dtype=np.float64)
     plain_b, plain_c = matched_mean_paths(*(b[..., i] for i in range(3)), *(c[..., i] for i in range(3)))
     plain = decide(with_bounds(EffectPath.of(plain_b, plain_c), [(plain_b, bound, 1.0)],
-                               [(plain_c, bound, 1.0)], config.mixture, config.bound_alpha), config)
+                               [(plain_c, bound, 1.0)], config), config)
     if base_c is None or cand_c is None:
         return DcgPaths(plain, (plain_b, plain_c), plain_b.n, plain_c.n)
     sums_b, sums_c = covariate_sums(b, np.asarray(base_c, dtype=np.float64)), covariate_sums(
@@ -120,7 +125,7 @@ def dcg_paths(base: npt.ArrayLike, cand: npt.ArrayLike, config: CanaryConfig, bo
     imbalanced = np.logical_or.accumulate(balance.off, axis=-1)
     adj_b, adj_c = adjusted_mean_paths(sums_b, sums_c)
     adjusted = decide(with_bounds(EffectPath.of(adj_b, adj_c), [(adj_b, bound, 1.0)], [(adj_c, bound, 1.0)],
-                                  config.mixture, config.bound_alpha), config)
+                                  config), config)
     return DcgPaths(select(imbalanced, plain, adjusted), (plain_b, plain_c),
                     np.where(imbalanced, plain_b.n, adj_b.n), np.where(imbalanced, plain_c.n, adj_c.n),
                     balance, imbalanced)
@@ -148,11 +153,10 @@ def pnr_paths(base: npt.ArrayLike, cand: npt.ArrayLike, pairs_base: npt.ArrayLik
     pnr_b, pnr_c = matched_paths(base, cand, "pnr")
     (con_b, con_c), (dis_b, dis_c) = pnr_components(base, cand)
     pnr = decide(with_bounds(EffectPath.of(pnr_b, pnr_c), [(con_b, bound, 1.0), (dis_b, bound, -1.0)],
-                             [(con_c, bound, 1.0), (dis_c, bound, -1.0)], config.mixture,
-                             config.bound_alpha), config)
+                             [(con_c, bound, 1.0), (dis_c, bound, -1.0)], config), config)
     pairs_b, pairs_c = matched_paths(pairs_base, pairs_cand, "pairs")
     guard = decide(with_bounds(EffectPath.of(pairs_b, pairs_c), [(pairs_b, bound, 1.0)],
-                               [(pairs_c, bound, 1.0)], config.mixture, config.bound_alpha), config)
+                               [(pairs_c, bound, 1.0)], config), config)
     none = np.zeros(np.shape(pairs_c.n), dtype=bool)
     zero_c = none if pairs_c.zero is None else pairs_c.zero
     empty = zero_c & ~(none if pairs_b.zero is None else pairs_b.zero)

@@ -6,6 +6,14 @@ to stop a release (they catch different failures: DCG what the user saw at the t
 everything graded), and a pass needs both. ``trusted`` is False when a metric's verdict is (a
 sample-ratio mismatch); ``reason`` names the metrics that decided.
 
+**One α for the pair.** A false regression of the pair is a false regression of either metric, so its
+rate is bounded by the sum of theirs: each metric decides a regression at α / 2
+(``CanaryConfig.regression_alpha``, the upper end of its interval), and the pair's false regressions stay
+below α. A false pass of the pair needs *both* metrics to pass falsely, at most the rate of either (an
+intersection-union test), so each metric's pass keeps α (the lower end at α). The same holds for the
+regression alerts (one per metric): any alert for a pair that did not regress is raised in at most α of
+comparisons.
+
 >>> from monitor.core.canary.verdict import Verdict
 >>> from monitor.core.canary.pairing import Comparison
 >>> v = lambda name: Verdict(name, None, None, None, None, 500, 500, "")

@@ -1,5 +1,7 @@
 """The paired (shadow) comparison's verdict along the looks: the shadow list against the served list of the
-same sessions, with the two-arm comparison's confidence sequence, rules, thresholds and α.
+same sessions, with the two-arm comparison's confidence sequence, rules, thresholds and levels: a
+regression is decided on the upper end at ``CanaryConfig.regression_alpha`` (α / 2: the pair's two metrics
+share α for regressions), a pass on the lower end at α.
 
 The effect θ̂ and its variance are :mod:`.paired`'s; the verdict path is
 :func:`.verdict_paths.effect_verdict_path` made sticky by :func:`.verdict_paths.sticky_path`
@@ -10,16 +12,18 @@ lists of a session share its time and its query. Edge cases:
 * **a list's mean at 0** (a shadow ranker returning nothing relevant: every shadow DCG 0): θ̂ is undefined,
   so θ is bounded exactly as :mod:`.bounds` bounds an arm at 0: each list's mean (PNR: each of its four
   pair sums) gets its own interval, [0, B (1 − α^(1/n))] for a mean at 0, its normal-mixture sequence
-  otherwise, at ``bound_alpha`` split among them, and θ's interval is their sum. The union bound needs no
+  otherwise, split among them (θ's lower end at ``bound_alpha``, its upper end at
+  ``regression_bound_alpha``), and θ's interval is their sum. The union bound needs no
   independence, so it holds for the paired lists too: a shadow at 0 is a regression at the first look
   with ``min_sessions``; both lists at 0 have no relative change (inconclusive);
 * **identical lists** (every session's shadow value equals its served one: Σ(y − x)² = 0; PNR: both pair
   counts): the variance is 0 and the sequence has no width, so θ is bounded exactly instead: |y − x| ≤ B
   and n differences all 0 bound the mean |y − x| below U = B (1 − α^(1/n)) (the bound of :mod:`.bounds`
   for values in [0, B]), so |ȳ − x̄| ≤ U and θ = log(ȳ / x̄) ∈ [log(1 − U/x̄_low), log(1 + U/x̄_low)], with
-  x̄_low the served mean's lower confidence bound (each at ``bound_alpha`` / 2, split among PNR's two
-  ratios). The estimate is the observed 0 and the verdict passes once U is small enough (≈ 2,100 sessions
-  for head DCG@40 at a mean of 2.2); it can never be a regression;
+  x̄_low the served mean's lower confidence bound (for θ's lower end each at ``bound_alpha`` / 2, for its
+  upper end at ``regression_bound_alpha`` / 2, split among PNR's two ratios). The estimate is the
+  observed 0 and the verdict passes once U is small enough (≈ 2,100 sessions for head DCG@40 at a mean of
+  2.2); it can never be a regression;
 * **n < 2**, or a variance of 0 without identical lists (every shadow value proportional to its served
   one): no interval, inconclusive.
 
@@ -48,6 +52,7 @@ from monitor.core.canary.config import CanaryConfig
 from monitor.core.canary.judging import Judged, verdict_of
 from monitor.core.canary.metric_paths import guarded
 from monitor.core.canary.paired import WEIGHTS, Moments, log_ratio, sums_of
+from monitor.core.canary.sequential import Mixture
 from monitor.core.canary.verdict import Verdict
 from monitor.core.canary.verdict_paths import (
     EffectPath,
@@ -89,24 +94,35 @@ def _identical(m: Moments, metric: str) -> BoolArray:
     return out
 
 
-def _identical_bounds(m: Moments, metric: str, served: Sequence[LogPath], bound: float | None,
-                      config: CanaryConfig) -> tuple[FloatArray, FloatArray]:
-    """θ's interval for identical lists (module docstring); NaN without a bound or a served interval."""
+def _identical_ends(m: Moments, pairs: Sequence[tuple[int, int, float]], served: Sequence[LogPath],
+                    bound: float, mixture: Mixture, each: float) -> tuple[FloatArray, FloatArray]:
+    """θ's interval for identical lists with every U and x̄_low at level ``each`` (module docstring)."""
     shape = np.shape(m.n)
-    if bound is None:
-        return np.full(shape, np.nan), np.full(shape, np.nan)
-    pairs = PAIRS[metric]
-    each = config.bound_alpha / (2 * len(pairs))
     lower, upper = np.zeros(shape), np.zeros(shape)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         log_u = zero_mean_upper(m.n, bound, each)
         for (_, _, sign), path in zip(pairs, served, strict=True):
-            low, _ = interval(path, None, config.mixture, each)
+            low, _ = interval(path, None, mixture, each)
             share = np.exp(log_u - low)  # U / x̄_low
             lo = np.where(share < 1.0, np.log1p(-np.minimum(share, 1.0)), -np.inf)
             hi = np.log1p(share)
             lower = lower + (lo if sign > 0 else -hi)
             upper = upper + (hi if sign > 0 else -lo)
+    return lower, upper
+
+
+def _identical_bounds(m: Moments, metric: str, served: Sequence[LogPath], bound: float | None,
+                      config: CanaryConfig) -> tuple[FloatArray, FloatArray]:
+    """θ's interval for identical lists (module docstring): its lower end at ``config.bound_alpha``, its
+    upper end at ``config.regression_bound_alpha``, each split among the bounds it rests on (a U and an
+    x̄_low per ratio); NaN without a bound or a served interval."""
+    shape = np.shape(m.n)
+    if bound is None:
+        return np.full(shape, np.nan), np.full(shape, np.nan)
+    pairs = PAIRS[metric]
+    lower, _ = _identical_ends(m, pairs, served, bound, config.mixture, config.bound_alpha / (2 * len(pairs)))
+    _, upper = _identical_ends(m, pairs, served, bound, config.mixture,
+                               config.regression_bound_alpha / (2 * len(pairs)))
     return lower, upper
 
 
@@ -120,7 +136,7 @@ def _effect(m: Moments, metric: str, config: CanaryConfig, bound: float | None
     effect = with_bounds(EffectPath(theta, variance, n, n),
                          [(path, bound, sign) for path, (_, _, sign) in zip(served, pairs, strict=True)],
                          [(path, bound, sign) for path, (_, _, sign) in zip(shadow, pairs, strict=True)],
-                         config.mixture, config.bound_alpha)
+                         config)
     same = _identical(m, metric) & np.isfinite(theta)
     if np.any(same):
         low, high = _identical_bounds(m, metric, served, bound, config)

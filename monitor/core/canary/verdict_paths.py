@@ -5,12 +5,15 @@ Element i of every input array is an arm's state after the i-th session (or look
 continuous monitoring sees it. Same formulas, same decision rule and the same results as
 :func:`.compare` (the tests check it element by element); undefined values are NaN here instead of None.
 The comparisons of :mod:`.pairing` run on it (a look per epoch of their period), and so do the benchmark
-and the Monte-Carlo tests.
+and the Monte-Carlo tests. Each look's interval is [lower end at α, upper end at α / 2]
+(:func:`effect_verdict_path`): a pass reads the lower end, a regression the upper, and the pair's two
+metrics share α for regressions (:class:`.CanaryConfig`, :mod:`.overall`).
 
 :func:`sticky_path` keeps the **running intersection** of the confidence sequence over the looks: the
-intersection of confidence sequences is itself one (it covers θ at every look whenever each of them
-does, so with probability ≥ 1 − α), and it only narrows, so a verdict it reaches is not lost to the
-estimate wandering (see its docstring for the rule and the resets).
+intersection of confidence sequences is itself one, end by end: θ lies below the running max of the
+lower ends only if it lies below some look's lower end (probability ≤ α), above the running min of the
+upper ends only if above some look's upper end (≤ α / 2). It only narrows, so a verdict it reaches is not
+lost to the estimate wandering (see its docstring for the rule and the resets).
 
 Verdict codes: 1 pass, 0 inconclusive, −1 regression (as exported by ``search_relevance_canary_verdict``).
 """
@@ -128,25 +131,34 @@ def _sticky_segment(estimate: FloatArray, lower: FloatArray, upper: FloatArray,
 
 def sticky_path(path: VerdictPath, config: CanaryConfig) -> VerdictPath:
     """The verdict on the running intersection [max lower, min upper] of the confidence sequence over the
-    eligible looks (along the last axis).
+    eligible looks (along the last axis). The guarantee: **a pass is never lost except to a
+    regression, and a regression is final.**
 
-    * **pass** once the intersection rules out a drop of d (max lower > −d): it only narrows, so a pass
-      is never lost;
+    * **pass** once the intersection rules out a drop of d (max lower > −d); then held until a
+      regression is reached: within a segment (below) the intersection only narrows, so its lower end
+      stays above −d, and after a reset the pass holds while the new segment is inconclusive or passes,
+      and gives way only when the new segment reaches a regression (the candidate broke during the
+      comparison);
     * **regression** once the intersection lies below 0 with the estimate (the current one, moved into
       the intersection) at a drop of d or more; then **final** for the period: neither an estimate
       wandering back above −d, nor an intersection that later proves the drop smaller than d, nor a
       reset turns it into a pass. An alert that fired is never recanted by the same comparison (a false
-      regression is a probability-α event; recanting it flipped 0.1-0.2% of A/A paired comparisons);
-      a new ``canary_start`` or ``deploy`` starts a new period;
+      regression is a probability-α / 2 event per metric; recanting it flipped 0.1-0.2% of A/A paired
+      comparisons); a new ``canary_start`` or ``deploy`` starts a new period;
     * **inconclusive** otherwise.
 
     **Reset**: when a look's interval is disjoint from the intersection so far (the data changed under
-    it, or the effect itself moved: a coverage failure of the whole family is a probability-α event),
-    the intersection restarts at that look and the verdict is decided afresh from there (so a pass can
-    become a regression when the candidate breaks during the comparison, never the reverse); ``resets``
-    counts it. Looks before an arm has ``min_sessions`` take no part. ``estimate``, ``lower`` and
-    ``upper`` become the sticky ones (after a regression they go on narrowing, and may come to rule out
-    a drop of d: the verdict stays); ``evidence`` stays the current look's.
+    it, or the effect itself moved; with a constant effect some look's interval missed it, below a lower
+    end (probability ≤ α) or above an upper end (≤ α / 2): a coverage failure), the intersection restarts
+    at that look (a new segment) and the new segment is decided afresh: its regression replaces a pass
+    reached before; its pass or inconclusive leaves a pass reached before as it is (a reset does not
+    take a pass back: before this rule an A/A comparison went pass → inconclusive → pass after a reset);
+    a regression reached before stays. ``resets`` counts the restarts. Looks before an arm has
+    ``min_sessions`` take no part. ``estimate``, ``lower`` and ``upper`` become the sticky ones, the
+    current segment's intersection (after a regression they go on narrowing, and may come to rule out a
+    drop of d: the verdict stays; after a reset under a pass held from before, they may no longer rule it
+    out: the verdict stays too); ``evidence`` stays the current look's. ``changes`` counts the changes of
+    the resulting verdict.
     """
     shape = path.code.shape
     looks = shape[-1] if shape else 1
@@ -170,8 +182,11 @@ def sticky_path(path: VerdictPath, config: CanaryConfig) -> VerdictPath:
             count += 1
             start = None if following is None else end
         hit = np.flatnonzero(code[r] == REGRESSION)
-        if hit.size:  # final: held to the end of the period
-            code[r, hit[0]:] = REGRESSION
+        first = int(hit[0]) if hit.size else looks
+        passed = np.flatnonzero(code[r, :first] == PASS)
+        if passed.size:  # a pass holds until the first regression, across resets
+            code[r, passed[0]:first] = PASS
+        code[r, first:] = REGRESSION  # final: held to the end of the period
     sticky = code.reshape(shape)
     return VerdictPath(kept.reshape(shape), lo.reshape(shape), hi.reshape(shape), path.evidence, sticky,
                        path.eligible, changes_of(sticky), resets.reshape(shape))
@@ -199,17 +214,31 @@ class EffectPath:
 
 def effect_verdict_path(effect: EffectPath, config: CanaryConfig) -> VerdictPath:
     """Estimate, confidence sequence, evidence and verdict code after every look (the rule of
-    :func:`.compare`): the normal-mixture sequence at ``config.sequence_alpha`` where θ̂ and its variance
-    are defined; where they are not because an arm's mean is 0, the exact bounds the effect carries (the
-    estimate is then −100% for a candidate at 0, undefined for a baseline at 0)."""
+    :func:`.compare`): where θ̂ and its variance are defined, the normal-mixture sequence, its lower end at
+    ``config.sequence_alpha`` (what a pass reads) and its upper end at ``config.regression_sequence_alpha``
+    (what a regression reads: α / 2, as the pair's two metrics share α for regressions, see
+    :class:`.CanaryConfig`); where they are not because an arm's mean is 0, the exact bounds the effect
+    carries, at the same two levels (:func:`.bounds.with_bounds`; the estimate is then −100% for a
+    candidate at 0, undefined for a baseline at 0).
+
+    * **regression**: upper < 0 and estimate ≤ −d (d = ``min_relative_drop``), so a false regression
+      needs the truth above the upper end at some look: probability ≤ α / 2;
+    * **pass**: lower > −d, so a false pass needs the truth below the lower end: probability ≤ α;
+    * **inconclusive** otherwise, and wherever an arm has fewer than ``min_sessions`` or there is no
+      interval.
+
+    ``evidence`` is log Λ(0) of the mixture, as before: ≥ log(1 / ``sequence_alpha``) when the lower end
+    is above 0, ≥ log(1 / ``regression_sequence_alpha``) when the upper end is below 0."""
     theta, v = _f(effect.theta), _f(effect.variance)
     usable = np.isfinite(theta) & np.isfinite(v) & (v > 0)
-    h = half_widths(np.where(usable, v, np.nan), config.mixture, config.sequence_alpha)
+    variance = np.where(usable, v, np.nan)
+    below = half_widths(variance, config.mixture, config.sequence_alpha)
+    above = half_widths(variance, config.mixture, config.regression_sequence_alpha)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         evidence = np.where(usable, log_ratios(np.where(usable, theta, 0.0), v, config.mixture), np.nan)
         estimate = np.where(np.isposinf(theta), np.nan, np.expm1(theta))
-        lower = np.where(usable, np.expm1(theta - h), np.nan)
-        upper = np.where(usable, np.expm1(theta + h), np.nan)
+        lower = np.where(usable, np.expm1(theta - below), np.nan)
+        upper = np.where(usable, np.expm1(theta + above), np.nan)
     bounded = np.zeros(theta.shape, dtype=bool)
     if effect.lower_bound is not None and effect.upper_bound is not None:
         lo, hi = _f(effect.lower_bound), _f(effect.upper_bound)
