@@ -79,8 +79,8 @@ from throughput import checkout, heavy_world, part_throughput, realistic_world, 
 from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.counters import Counter as CounterKey
 from monitor.core.stream.counters import decode_field, encode_field
-from monitor.core.stream.join import budget_period
 from monitor.core.stream.partition import partition_for
+from monitor.core.stream.sampling import budget_period, sampled_by
 from monitor.sim import SimConfig, generate
 from monitor.sim.records import SimEvent
 from monitor.store.keys import Keys
@@ -360,8 +360,9 @@ def part_latency(options: Options, bootstrap: str, redis_url: str, scratch: Path
 # -- 3. memory ----------------------------------------------------------------------------------------
 class Requested:
     """The simulated stream with labels only for the sessions the worker samples, predicted with its rule
-    (``join._on_impression``: per partition, bucket and budget period, the first budget / partitions
-    impressions; no query-level judgments in this traffic, every impression carries its bucket).
+    (``join._on_impression``, :func:`~monitor.core.stream.sampling.sampled_by`: per partition, bucket and
+    budget period, an impression while the partition's spend is below the allowance at its ``ts``; no
+    query-level judgments in this traffic, every impression carries its bucket).
 
     ``offsets[p]`` are the impression offsets of partition ``p`` predicted sampled (the topics are fresh and
     produced in order by one idempotent producer, so the n-th impression of a partition is at offset n)."""
@@ -384,7 +385,7 @@ class Requested:
                     obj = json.loads(event.value)
                     bucket = obj["query_bucket"]
                     slot = (partition, bucket, budget_period(obj["ts"], self.config))
-                    if self.used[slot] < self.config.budget[bucket] / PARTITIONS:
+                    if sampled_by(bucket, obj["ts"], self.used[slot], self.config, PARTITIONS):
                         self.used[slot] += 1
                         self.sampled.add(event.key)
                         self.offsets[partition].append(self.seen[partition])

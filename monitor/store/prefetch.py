@@ -29,7 +29,7 @@ from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.held_grades import Labels, Stamps
 from monitor.core.stream.join import frequency_slices, step
 from monitor.core.stream.lean import frequency_fields
-from monitor.core.stream.sampling import budget_period, may_sample
+from monitor.core.stream.sampling import allowance, budget_period, may_sample
 from monitor.core.stream.session import SessionRecord, query_key
 from monitor.core.stream.windows import slice_index
 from monitor.store.client import RedisClient, queue_mget
@@ -71,21 +71,11 @@ def _take_query(out: Prefetched, qkey: str, results: Sequence[Any], at: int) -> 
 def candidates(events: Sequence[Event], spent: Mapping[tuple[str, int], float], config: StreamConfig,
                partitions: int) -> set[str]:
     """The queries of the batch's impressions that may be sampled, by
-    :func:`~monitor.core.stream.sampling.may_sample` with each budget period's spend gathered once: a
-    superset, from the spend at the batch's start alone (what :func:`sampled_queries` reads in judgments
-    mode, where a session's cost depends on its query's judgments)."""
-    full: set[str] = set()
-    budgets: dict[int, dict[str, float]] = {}
-    for e in events:
-        if not isinstance(e, Impression):
-            continue
-        period = budget_period(e.ts, config)
-        budget = budgets.get(period)
-        if budget is None:
-            budget = budgets[period] = {b: spent.get((b, period), 0.0) for b in config.budget}
-        if may_sample(e, budget, config, partitions):
-            full.add(query_key(e.query))
-    return full
+    :func:`~monitor.core.stream.sampling.may_sample` from the spend at the batch's start alone (``spent``:
+    (bucket, period) → spent): a superset (what :func:`sampled_queries` reads in judgments mode, where a
+    session's cost depends on its query's judgments)."""
+    return {query_key(e.query) for e in events
+            if isinstance(e, Impression) and may_sample(e, spent, config, partitions)}
 
 
 class _Slices(dict[int, dict[str, float]]):
@@ -107,56 +97,51 @@ def sampled_queries(events: Sequence[Event], state: PartitionState, config: Stre
     """The queries of the impressions the batch's steps will sample, from the partition's state as read
     (``state``: its records, sketch slices, budget spent and watermark; not changed).
 
-    In ``sessions`` mode that is exact, and most batches read none: whether an impression is sampled
-    depends only on the partition's own impressions before it (its bucket, carried or estimated from the
-    sketch they count into; a duplicate's record; the spend their samples add; the watermark that makes an
-    old one a dead letter), never on a query's judgments or on the batch's annotations. So the impressions
-    run through the same steps on a scratch copy of that part of the state (``count_only``, else ``step``
-    with no judgments loaded), up to the last impression of a budget period with a bucket not yet spent (an
-    impression of a spent bucket or period only counts: the sketch and the watermark, which later
-    impressions read).
-    When every bucket of the batch's periods has room for all its impressions (an unlimited budget), and in
-    ``judgments`` mode (a session's cost depends on what its query has graded): the superset of
-    :func:`candidates`, with no steps.
+    In ``sessions`` mode that is exact: whether an impression is sampled depends only on the partition's
+    own impressions before it (its bucket, carried or estimated from the sketch they count into; a
+    duplicate's record; the spend their samples add; the watermark that makes an old one a dead letter),
+    never on a query's judgments or on the batch's annotations. So the impressions run through the same
+    steps on a scratch copy of that part of the state (``count_only``, else ``step`` with no judgments
+    loaded), up to the last one that may still be sampled. An impression that cannot be
+    (:func:`~monitor.core.stream.sampling.may_sample` false with the spend so far: the spend only grows, and
+    the allowance is taken at the impression's own ``ts``) only counts: the sketch and the watermark, which
+    later impressions read. A batch none of whose impressions may be sampled at the spend it starts from
+    reads nothing, with no steps.
+    When every bucket has room for all the batch's impressions at the earliest ``ts`` of each period they
+    touch (an unlimited budget: the allowance only grows within a period), and in ``judgments`` mode (a
+    session's cost depends on what its query has graded): the superset of :func:`candidates`, with no
+    steps.
 
     The writer checks every sampled session's query was read (a step that samples one without raises)."""
     if config.budget_unit != "sessions":
         return candidates(events, state.budget, config, partitions)
-    share_of = {b: config.budget[b] / partitions for b in config.budget}
-    shares = list(share_of.items())
-    width, length = config.budget_period, config.frequency_window / config.frequency_slices
     budget = state.budget
-    last: dict[int, int] = {}  # a period with a bucket not yet spent → the index of its last impression
-    spent: set[int] = set()
-    for index, e in enumerate(events):
-        if isinstance(e, Impression):
-            period = math.floor(e.ts / width)  # (budget_period)
-            if period in last:
-                last[period] = index
-            elif period not in spent:
-                if any(budget.get((b, period), 0.0) < share for b, share in shares):
-                    last[period] = index
-                else:
-                    spent.add(period)
-    if not last:  # (most batches: every bucket's budget spent in every period they touch)
+    end = _last_possible(events, len(events) - 1, -1, budget, config, partitions)
+    if end < 0:  # no impression of the batch can be sampled
         return set()
-    room = sum(1 for e in events if isinstance(e, Impression))
-    if not spent and all(budget.get((b, p), 0.0) + room < share for p in last for b, share in shares):
+    room = 0
+    first: dict[int, float] = {}  # a period the batch's impressions touch → their earliest ts
+    for e in events:
+        if isinstance(e, Impression):
+            room += 1
+            period = budget_period(e.ts, config)
+            if e.ts < first.get(period, math.inf):
+                first[period] = e.ts
+    if all(budget.get((b, period), 0.0) + room < allowance(b, ts, config, partitions)
+           for period, ts in first.items() for b in config.budget):
         # every bucket of every period has room for all of them (an unlimited budget): each one not a
         # duplicate is sampled, whatever its bucket; the superset costs no steps
         return candidates(events, budget, config, partitions)
     scratch = PartitionState(watermark=state.watermark, records=dict(state.records),
                              sketch=_Slices(state.sketch), windows=state.windows, budget=dict(budget))
+    length = config.frequency_window / config.frequency_slices
     out: set[str] = set()
-    end = max(last.values())
     for index, e in enumerate(events):
         if index > end:  # no later impression can be sampled
             break
         if not isinstance(e, Impression) or past_error(e, scratch.watermark, config) is not None:
             continue
-        period, bucket = math.floor(e.ts / width), e.query_bucket
-        if period not in last or (bucket is not None and scratch.budget.get((bucket, period), 0.0)
-                                  >= share_of[bucket]):  # only counted: what later impressions read
+        if not may_sample(e, scratch.budget, config, partitions):  # only counted: what later ones read
             scratch.watermark = max(scratch.watermark, e.ts)
             if e.session_id not in scratch.records and undeclared(e, config) is None:
                 slot = scratch.sketch.setdefault(slice_index(e.ts, length), {})
@@ -168,13 +153,22 @@ def sampled_queries(events: Sequence[Event], state: PartitionState, config: Stre
         transition = step(e, scratch.load(e, {}, config, {}, {}), config, scale, partitions)
         transition.deadlines.clear()  # (no closes: they change no record's existence, spend or sketch)
         scratch.apply(transition)
-        if transition.budget is not None:  # sampled: its query is read; its period may now be spent
+        if transition.budget is not None:  # sampled: its query is read; the spend grew
             out.add(transition.pending_queries[0][0])
-            period = transition.budget[1]
-            if all(scratch.budget.get((b, period), 0.0) >= share for b, share in shares):
-                del last[period]
-                end = max(last.values(), default=-1)
+            end = _last_possible(events, end, index, scratch.budget, config, partitions)
     return out
+
+
+def _last_possible(events: Sequence[Event], end: int, after: int, spent: Mapping[tuple[str, int], float],
+                   config: StreamConfig, partitions: int) -> int:
+    """The index of the last impression after ``after`` and at or before ``end`` that may be sampled with
+    ``spent`` (:func:`~monitor.core.stream.sampling.may_sample`), or ``after`` if none: searched from
+    ``end`` backwards (as the spend only grows, that index only moves back)."""
+    for index in range(end, after, -1):
+        e = events[index]
+        if isinstance(e, Impression) and may_sample(e, spent, config, partitions):
+            return index
+    return after
 
 
 async def prefetch(redis: RedisClient, keys: Keys, scripts: Scripts, config: StreamConfig, scale: Scale,

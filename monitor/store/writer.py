@@ -107,8 +107,8 @@ class RedisState(Reader):
         started = time.thread_time()
         decoded = list(map(self.decoder.decode, messages))
         self.cpu["decode"] += time.thread_time() - started
-        width, ttl = self.config.budget_period, self.config.state_ttl  # (inline: used per impression)
-        periods = {math.floor(e.ts / width) for e in decoded if isinstance(e, Impression)}
+        config, ttl = self.config, self.config.state_ttl
+        periods = {budget_period(e.ts, config) for e in decoded if isinstance(e, Impression)}
         meta, spent = await self._meta(partition, periods)
         applied = {k[4:]: int(v) for k, v in meta.items() if k.startswith("off:")}
         if previous is not None:

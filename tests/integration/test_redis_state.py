@@ -29,7 +29,7 @@ from monitor.store.writer import RedisState
 from tests.support.redis_runs import in_process, run_through_redis, with_query_labels
 from tests.support.shared_grades import CONFIG as SHARED_CONFIG
 from tests.support.shared_grades import brute_force, shared_stream
-from tests.support.streams import interleave, random_stream
+from tests.support.streams import impression, interleave, label, random_stream
 
 pytestmark = pytest.mark.integration
 
@@ -156,6 +156,88 @@ async def test_a_judgments_budget_in_redis_samples_and_spends_as_in_process(redi
     assert 0.2 * impressions < sampled < 0.8 * impressions  # the budget binds
     assert requested == sum(len(r.docs) for r in requests) == sum(spent.values())
     assert len(requests) < sampled  # fully judged sessions were scored without a request
+
+
+def paced_stream(seed: int) -> list[tuple[str, bytes, bytes]]:
+    """Bursty impressions over three budget periods of 10 minutes, several times the budget below: quiet
+    spells and bursts within a second, a fifth without ``query_bucket`` (estimated from the sketch), some
+    late by up to two minutes (into the previous period), re-deliveries, query judgments, and labels for
+    some sessions (sampled or not)."""
+    rng = random.Random(seed)
+    events: list[tuple[str, bytes, bytes]] = []
+    shown: list[tuple[str, list[str]]] = []
+    ts = 1000.0 * 600.0
+    while ts < 1003 * 600.0:
+        ts += rng.expovariate(1 / 10.0)
+        for _ in range(rng.choice([1, 1, 2, 30])):
+            sid = f"p{len(shown)}"
+            docs = [f"d{rng.randrange(60)}" for _ in range(rng.randint(2, 12))]
+            docs = list(dict.fromkeys(docs))
+            late = rng.uniform(0.0, 120.0) if rng.random() < 0.1 else 0.0
+            bucket = rng.choice([None, "head", "torso", "tail", "head"])
+            value = impression(sid, ts + rng.random() - late, docs, bucket, query=f"q{rng.randrange(25)}",
+                               variant=rng.choice(["control", "canary"]))
+            events.append(("impressions", sid.encode(), value))
+            shown.append((sid, docs))
+            if rng.random() < 0.05:
+                events.append(("impressions", sid.encode(), value))  # a re-delivery
+            if rng.random() < 0.3:
+                seen, seen_docs = rng.choice(shown)
+                events.append(("annotations", seen.encode(), label(seen, rng.choice(seen_docs), rng.randint(0, 3))))
+        if rng.random() < 0.02:
+            query = f"q{rng.randrange(25)}"
+            events.append(("annotations", query.encode(), json.dumps(
+                {"type": "annotation", "query": query, "grades": [{"doc_id": "d1", "grade": 3}]}).encode()))
+    return events
+
+
+@pytest.mark.parametrize(("partitions", "batch"), [(1, 1), (3, 40), (3, 400)])
+async def test_a_paced_sessions_budget_in_redis_samples_and_spends_as_in_process(redis_url: str, partitions: int,
+                                                                                batch: int) -> None:
+    """The budget paced over its period, in sessions, binding: the writer's reads
+    (``prefetch.sampled_queries``: the queries of exactly the impressions the batch will sample, found
+    with the allowance at each impression's own time) and its steps sample the sessions the in-process
+    core samples, spend the same per partition, bucket and period, and give the same numbers, in batches
+    of any size."""
+    config = StreamConfig(join_window=300, min_coverage=0.6, budget_period=600,
+                          budget={"head": 60, "torso": 30, "tail": 30}, head_min_frequency=40.0,
+                          torso_min_frequency=10.0)
+    events = paced_stream(partitions + batch)
+    memory = in_process(events, config, partitions, prune_every=10**9)  # every period kept
+    expected = memory.snapshot()
+
+    redis = Redis.from_url(redis_url)
+    try:
+        state = RedisState(redis, config, FOUR_LEVEL_SCALE, partitions, prefix=f"test-{uuid.uuid4().hex[:8]}",
+                           clock=lambda: None)
+        requests = await run_through_redis(state, events, partitions, batch=batch)
+        got = await state.snapshot()
+        spent = {}
+        for partition in range(partitions):
+            for key in await redis.keys(state.keys.p(partition, "bud", "*")):
+                period = int(key.decode().rsplit(":", 1)[1])
+                for bucket, used in (await redis.hgetall(key)).items():
+                    spent[(partition, bucket.decode(), period)] = float(used)
+    finally:
+        await redis.aclose()
+
+    assert sorted(r.session_id for r in requests) == sorted(r.session_id for r in memory.requests)
+    assert spent == {(p, bucket, period): used for p, s in enumerate(memory.state)
+                     for (bucket, period), used in s.budget.items()}
+    # Redis applies a batch's fan-outs and refreshes after the batch, so when a session was scored,
+    # re-scored or expired may differ (test_shared_grades_in_redis_give_the_brute_force_numbers); the rest
+    ignored = {"unchanged_labels", "shared_before_session", "scored", "expired", "rescored", "corrections"}
+    assert {k: v for k, v in got.counters.items() if v and k.name not in ignored} == pytest.approx(
+        {k: v for k, v in expected.counters.items() if v and k.name not in ignored})
+    for window, stats in expected.windows.items():
+        for name, value in stats.items():
+            if name != "join_lag":
+                assert got.windows[window].get(name, 0.0) == pytest.approx(value, abs=1e-9), (window, name)
+    impressions = sum(v for c, v in expected.counters.items() if c.name == "impressions")
+    sampled = sum(v for c, v in expected.counters.items() if c.name == "sampled")
+    assert 0.1 * impressions < sampled < 0.4 * impressions  # the budget binds
+    for (_, bucket, _), used in spent.items():  # a hard cap: at most ceil(share)
+        assert used <= math.ceil(config.budget[bucket] / partitions)
 
 
 @pytest.mark.parametrize(("partitions", "batch"), [(1, 1), (3, 40)])

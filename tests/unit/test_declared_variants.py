@@ -125,7 +125,7 @@ def test_without_declared_variants_the_junk_spends_the_budget(
     """The defect, on the same streams: with every variant and ranker accepted (``variants = []``, no
     pattern), the junk impressions are sampled like real ones and take real sessions' places. Each
     partition's share binds in every bucket, with or without the junk, so both streams sample the budget's
-    sum, 700 sessions, and each junk session sampled is one real session fewer (on this stream 121 of the
+    sum, 700 sessions, and each junk session sampled is one real session fewer (on this stream 122 of the
     700)."""
     clean, dirty = runs["anything", "clean"], runs["anything", "dirty"]
     assert sampled(clean) == sampled(runs["declared", "clean"])  # the real traffic is all declared

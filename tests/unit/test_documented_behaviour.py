@@ -251,7 +251,9 @@ def test_the_dcg_interval_uses_the_sample_variance() -> None:
 
 
 def test_the_summarys_expired_count_includes_sessions_later_rescued(tmp_path: Path) -> None:
-    start = 1_763_712_000  # a replay checks the clock rules: event times after 2000
+    # a replay checks the clock rules: event times after 2000; a minute into the hour, where the paced
+    # budget allows more than the one session its very start allows
+    start = 1_763_712_000 + 60
     lines = [impression("a", start, ["x", "y"]), impression("b", start, ["x", "y"]),
              impression("c", start + 4000, ["z"]),  # the watermark passes a's and b's deadline: both expire
              label("a", "x", 3), label("a", "y", 1)]  # a reaches full coverage: rescued, scored

@@ -160,6 +160,12 @@ def test_docs_name_every_stream_setting() -> None:
     assert set(StreamConfig.__dataclass_fields__) <= named
 
 
+def paced(share: float, ts: float, config: StreamConfig) -> float:
+    """The reference allowance: ``share`` paced over the period of ``ts``, with one unit of burst."""
+    start = math.floor(ts / config.budget_period) * config.budget_period
+    return min(share, share * (ts - start) / config.budget_period + 1.0)
+
+
 def stream_of_costs(seed: int, sessions: int, partitions: int) -> tuple[list[tuple[str, bytes, bytes]],
                                                                        list[dict[str, object]]]:
     """Impressions in three buckets over three budget periods, each with some early labels, so that
@@ -192,29 +198,31 @@ def test_a_judgments_budget_spends_its_share_per_bucket_period_and_partition(par
     for topic, key, value in events:
         pipeline.submit(topic, key, value)
 
-    # the reference: per partition, bucket and period, in arrival order, sampled while spent < share
+    # the reference: per partition, bucket and period, in arrival order, sampled while spent is below the
+    # share paced to the session's ts
     spent: Counter[tuple[int, str, int]] = Counter()
     last: dict[tuple[int, str, int], int] = {}
     refused: set[tuple[int, str, int]] = set()
     want: set[str] = set()
     for s in sessions:
-        bucket, cost = str(s["bucket"]), int(s["cost"])
-        slot = (int(s["partition"]), bucket, budget_period(float(s["ts"]), config))
-        if spent[slot] < budget[bucket] / partitions:
+        bucket, cost, ts = str(s["bucket"]), int(s["cost"]), float(s["ts"])
+        slot = (int(s["partition"]), bucket, budget_period(ts, config))
+        allowed = paced(budget[bucket] / partitions, ts, config)
+        if spent[slot] < allowed:
             want.add(str(s["sid"]))
             spent[slot] += cost
             last[slot] = cost
         else:
+            assert spent[slot] >= allowed  # refused only once the allowance at its ts was spent
             refused.add(slot)
     assert {sid for state in pipeline.state for sid in state.records} == want
     for slot in set(spent) | refused:
         partition, bucket, period = slot
         share, amount = budget[bucket] / partitions, spent[slot]
         assert pipeline.state[partition].budget.get((bucket, period), 0.0) == amount
-        if slot in last:  # the last session sampled found the spend below the share
+        if slot in last:  # a hard cap: the last session sampled found the spend below the share
             assert amount - last[slot] < share
-        if slot in refused:  # sampling stopped once the share was spent, never before
-            assert amount >= share
+            assert amount < share + config.k[bucket]  # so at most one session's cost over it
     assert len(refused) >= 2 * len(budget) * partitions  # the budget binds in most periods
     assert not any(bucket == "torso" for _, bucket, _ in spent)  # budget 0: nothing sampled
     # what was spent is what was requested, per bucket
@@ -226,7 +234,7 @@ def test_a_judgments_budget_spends_its_share_per_bucket_period_and_partition(par
 
 
 def test_the_sessions_budget_is_unchanged_by_what_is_judged() -> None:
-    """Sessions mode keeps today's rule: a session costs one, whatever it asks for."""
+    """Sessions mode: a session costs one, whatever it asks for."""
     config = StreamConfig(budget={"head": 0, "torso": 0, "tail": 4})
     events, sessions = stream_of_costs(3, 60, 1)
     pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, clock=lambda: None)
@@ -236,11 +244,13 @@ def test_the_sessions_budget_is_unchanged_by_what_is_judged() -> None:
     per_period: Counter[int] = Counter()
     want = set()
     for s in tails:
-        period = budget_period(float(s["ts"]), config)
-        if per_period[period] < 4:
+        ts = float(s["ts"])
+        period = budget_period(ts, config)
+        if per_period[period] < paced(4.0, ts, config):
             per_period[period] += 1
             want.add(s["sid"])
     assert {sid for sid in pipeline.state[0].records} == want
+    assert 0 < len(want) < len(tails)  # the budget binds
 
 
 def arm_impression(sid: str, ts: float, arm: str, query: str = "q") -> Impression:
@@ -275,9 +285,9 @@ def test_the_sampling_decision_never_reads_the_arm_or_its_documents(unit: str) -
 
 def test_two_rankers_one_showing_judged_documents_are_sampled_at_equal_rates() -> None:
     """The ranker that shows documents its query's judgments already cover costs nothing; the other costs
-    20 judgments a session. A judgments budget that binds samples both at the same rate (the sampled
-    sessions of each period are the first ones, whatever their arm), while a sampler that let sessions in
-    by their cost would take nearly all of the cheap ranker's and few of the other's."""
+    20 judgments a session. A judgments budget that binds samples both at the same rate (whether a session
+    is sampled is decided from its time and the spend before it, whatever its arm), while a sampler that
+    let sessions in by their cost would take nearly all of the cheap ranker's and few of the other's."""
     config = StreamConfig(budget={"head": 2000, "torso": 0, "tail": 0}, budget_unit="judgments")
     pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, clock=lambda: None)
     pipeline.submit("annotations", b"q", query_labels("q", {f"judged-{j}": 2 for j in range(20)}))
@@ -296,9 +306,14 @@ def test_two_rankers_one_showing_judged_documents_are_sampled_at_equal_rates() -
                                         for r in event.results]}).encode()
         pipeline.submit("impressions", sid.encode(), value)
     sampled = set(pipeline.state[0].records)
-    for sids in order.values():  # a prefix of each period: the decision never looked at the arm
-        flags = [sid in sampled for sid in sids]
-        assert flags == sorted(flags, reverse=True)
+    times = {f"s{i}": 1000.0 + i * 4.5 for i in range(8000)}
+    for sids in order.values():  # decided from the time and the spend before it: the arm is only its cost
+        used, want = 0.0, []
+        for sid in sids:
+            if used < paced(2000.0, times[sid], config):
+                want.append(sid)
+                used += 0.0 if arms[sid] == "judged" else 20.0
+        assert [sid for sid in sids if sid in sampled] == want
     rate = {arm: sum(s in sampled for s, a in arms.items() if a == arm) / sum(a == arm for a in arms.values())
             for arm in ("judged", "fresh")}
     assert 0.2 < rate["fresh"] < 0.3 and 0.87 < rate["judged"] / rate["fresh"] < 1.15, rate
@@ -333,16 +348,17 @@ def test_demo_and_replay_take_the_budget_and_its_unit(tmp_path: Path, capsys: py
     with pytest.raises(ValueError, match=r"budget\[head\] must be a number ≥ 0"):
         DemoSettings(budget=-1.0)
 
+    half = 1763712000 + 1800  # half an hour into the period: an allowance of 3 · 0.5 + 1 = 2.5 judgments
     lines = [query_labels("q", {"a": 3}).decode(),
-             impression("s1", 1763712000, ["a", "b", "c"], query="q").decode(),
-             impression("s2", 1763712001, ["a", "d", "e"], query="q").decode(),
-             impression("s3", 1763712002, ["a", "f"], query="q").decode(),
+             impression("s1", half, ["a", "b", "c"], query="q").decode(),
+             impression("s2", half + 1, ["a", "d", "e"], query="q").decode(),
+             impression("s3", half + 2, ["a", "f"], query="q").decode(),
              label("s1", "b", 2).decode(), label("s1", "c", 0).decode()]
     path = tmp_path / "events.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert replay_cli.main([str(path), "--json", "--budget", "3", "--budget-unit", "judgments"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    # s1 asks for b, c (2 < 3: s2 is sampled too and asks for d, e; then 4 ≥ 3: s3 is not)
+    # s1 asks for b, c (2 < 2.5: s2 is sampled too and asks for d, e; then 4 ≥ 2.5: s3 is not)
     assert summary["sessions"]["sampled"] == 2
     assert summary["judgments"] == {"requested": 4, "received": 2, "top_k": 6}
     assert summary["budget"] == {"per_bucket": {"head": 3, "torso": 3, "tail": 3}, "unit": "judgments",

@@ -131,7 +131,9 @@ def test_replay_with_partitions_routes_as_the_workers_topics(events: list[SimEve
         expected.submit(line.topic, line.key, line.value)
     expected.advance(math.inf)
     sampled = round(sum(v for c, v in expected.counters.items() if c.name == "sampled"))
-    assert summaries[PARTITIONS]["sessions"]["sampled"] == sampled == 360  # the whole budget: 3 × 120
+    # paced: the stream is the first half of its hour, so each partition's allowance per bucket reaches
+    # 120 / 4 · 0.5 + 1 = 16 sessions by its end, and every one of the 4 × 3 binds: 192 of the hour's 360
+    assert summaries[PARTITIONS]["sessions"]["sampled"] == sampled == 192
     assert summaries[1]["groups"] != summaries[PARTITIONS]["groups"]  # the same budget, other sessions
     groups = {f"{g['bucket']}|{g['ranker']}|{g['variant']}": g for g in summaries[PARTITIONS]["groups"]}
     for group, stats in expected.snapshot().totals().items():
@@ -192,13 +194,14 @@ def test_the_queries_read_for_a_batch_are_those_its_steps_sample(seed: int) -> N
     in ``judgments`` mode (or when every bucket has room for all of the batch) a superset (``may_sample`` at
     the batch's start). Whatever the spend, the buckets
     (carried or estimated from a sketch earlier batches filled), duplicates of earlier batches' sessions and
-    of the batch's own, impressions too old for the watermark, query judgments and undeclared variants."""
+    of the batch's own, impressions too old for the watermark, late ones (the allowance read at each
+    impression's own time), query judgments and undeclared variants."""
     from monitor.core.events import Annotation, Event, Impression, Label, Result
     from monitor.core.stream.admission import past_error
     from monitor.core.stream.counters import Counter
     from monitor.core.stream.held_grades import Labels
     from monitor.core.stream.join import step
-    from monitor.core.stream.sampling import budget_period, may_sample
+    from monitor.core.stream.sampling import may_sample
     from monitor.core.stream.session import query_key
     from monitor.store.partition_state import PartitionState
     from monitor.store.prefetch import candidates, sampled_queries
@@ -245,6 +248,8 @@ def test_the_queries_read_for_a_batch_are_those_its_steps_sample(seed: int) -> N
     events: list[Event] = []
     for i in range(300):
         ts = 10_000.0 + i * 3.0  # two budget periods (16 and 17)
+        if rng.random() < 0.15:  # late: an earlier time, where the paced allowance was lower
+            ts -= rng.uniform(0.0, 150.0)
         if rng.random() < 0.1:
             events.append(Annotation((Label("d1", FOUR_LEVEL_SCALE.parse(2)),), query=f"q{rng.randrange(12)}"))
             continue
@@ -259,8 +264,8 @@ def test_the_queries_read_for_a_batch_are_those_its_steps_sample(seed: int) -> N
     assert (state.watermark, state.records, state.sketch, state.budget) == (
         before.watermark, before.records, before.sketch, before.budget)  # nothing changed
     superset = candidates(events, start, config, PARTITIONS)
-    assert superset == {query_key(e.query) for e in events if isinstance(e, Impression) and may_sample(
-        e, {b: start.get((b, budget_period(e.ts, config)), 0.0) for b in config.budget}, config, PARTITIONS)}
+    assert superset == {query_key(e.query) for e in events
+                        if isinstance(e, Impression) and may_sample(e, start, config, PARTITIONS)}
     sampled = run(events)
     if unit == "sessions" and not unlimited:
         assert read == sampled

@@ -135,9 +135,9 @@ def test_any_interleaving_gives_the_offline_recomputation(seed: int) -> None:
 def test_sampling_keeps_to_the_budget_per_bucket() -> None:
     config = StreamConfig(budget={"head": 5, "torso": 0, "tail": 2}, budget_period=3600)
     pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, clock=lambda: None)
-    for i in range(30):
+    for i in range(30):  # spread over the hour: the budget is paced (a burst at its start gets far less)
         bucket = ["head", "torso", "tail"][i % 3]
-        pipeline.submit("impressions", b"k", impression(f"s{i}", 100.0 + i, ["a"], bucket))
+        pipeline.submit("impressions", b"k", impression(f"s{i}", 100.0 + i * 120.0, ["a"], bucket))
     sampled = {b: pipeline.counter("sampled", f"{b}|r1|control") for b in ("head", "torso", "tail")}
     assert sampled == {"head": 5, "torso": 0, "tail": 2}
     assert len(pipeline.requests) == 7

@@ -95,7 +95,8 @@ def test_epochs_count_each_groups_impressions_as_a_brute_force_count_does(seed: 
     (what the canary's sample-ratio check reads): sampled or not, in any bucket, arm and ranker; an
     undeclared variant or a re-delivery of a session the join holds (a sampled one) adds nothing. The
     reference below replays the rules: the budget per bucket, period and partition (sessions mode, no
-    query judgments: a session is sampled while its partition's spend is below its share)."""
+    query judgments: a session is sampled while its partition's spend is below its share paced over the
+    period, ``min(share, share · elapsed + 1)``)."""
     config = StreamConfig(epoch=600.0, budget_period=1800.0, budget={"head": 12.0, "torso": 6.0, "tail": 3.0})
     rng = random.Random(seed)
     pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=partitions, clock=lambda: None)
@@ -122,9 +123,11 @@ def test_epochs_count_each_groups_impressions_as_a_brute_force_count_does(seed: 
         group = f"{event['query_bucket']}|{event['ranker']}|{event['variant']}"
         epoch = epoch_of(event["ts"], config.epoch)
         expected.setdefault(epoch, {})[group] = expected.get(epoch, {}).get(group, 0.0) + 1.0
-        key = (partition_of(sid.encode(), partitions), event["query_bucket"],
-               math.floor(event["ts"] / config.budget_period))
-        if spent.get(key, 0.0) < config.budget[event["query_bucket"]] / partitions:
+        period = math.floor(event["ts"] / config.budget_period)
+        key = (partition_of(sid.encode(), partitions), event["query_bucket"], period)
+        share = config.budget[event["query_bucket"]] / partitions
+        elapsed = (event["ts"] - period * config.budget_period) / config.budget_period
+        if spent.get(key, 0.0) < min(share, share * elapsed + 1.0):  # paced over the period
             spent[key] = spent.get(key, 0.0) + 1.0
             held.add(sid)
     pipeline.advance(math.inf)

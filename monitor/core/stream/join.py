@@ -176,7 +176,7 @@ def _on_impression(event: Impression, loaded: Loaded, config: StreamConfig, scal
     out.seen = counted.seen
     out.impression = (event.ts, group)
     out.counters.append((Counter("impressions", group), 1.0))
-    if not sampled(bucket, loaded, config, partitions):
+    if not sampled(bucket, event.ts, loaded, config, partitions):
         if loaded.early_labels:  # (only these: most impressions have none, and a drop is a write)
             out.drop_early_labels.append(event.session_id)
         return

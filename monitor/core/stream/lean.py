@@ -17,6 +17,7 @@ from typing import NamedTuple
 from monitor.core.events import Impression
 from monitor.core.stream.admission import undeclared
 from monitor.core.stream.config import StreamConfig
+from monitor.core.stream.sampling import budget_period, sampled_by
 from monitor.core.stream.sketch import cell_fields, classify, estimate_fields
 
 
@@ -58,7 +59,8 @@ def only_counted(event: Impression, sketch: Sequence[Mapping[str, float]],
                  budget: Mapping[tuple[str, int], float], config: StreamConfig,
                  partitions: int) -> Counted | None:
     """What :func:`~monitor.core.stream.join.step` does with an impression it only counts (most of real
-    traffic: a declared impression that is not sampled), or None when the step must run. ``sketch``: the
+    traffic: a declared impression that is not sampled, by
+    :func:`~monitor.core.stream.sampling.sampled_by`), or None when the step must run. ``sketch``: the
     frequency slices (read only without ``query_bucket``); ``budget``: (bucket, period) → spent on the
     partition. The caller has checked the rest of what
     makes the step do more: no record of the session (a duplicate), no early labels of it (they would be
@@ -68,6 +70,6 @@ def only_counted(event: Impression, sketch: Sequence[Mapping[str, float]],
     if undeclared(event, config) is not None:
         return None
     counted = counted_impression(event, sketch, config, partitions)
-    bucket = counted.bucket  # (budget_period and sampled_by inline)
-    spent = budget.get((bucket, math.floor(event.ts / config.budget_period)), 0.0)
-    return None if spent < config.budget[bucket] / partitions else counted
+    bucket, ts = counted.bucket, event.ts
+    spent = budget.get((bucket, budget_period(ts, config)), 0.0)
+    return None if sampled_by(bucket, ts, spent, config, partitions) else counted
