@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector
 
 from monitor.core.canary.paired import FIELDS as PAIRED_FIELDS
 from monitor.core.stream.counters import DEAD_LETTER, LABELS_DROPPED, UNDECLARED
+from monitor.core.stream.shadow import SENT_FIELDS
 from monitor.core.stream.snapshot import Snapshot
 from monitor.core.stream.stats import FIELDS, Stats, summarise
 from monitor.export.label_values import group_labels
@@ -59,10 +60,11 @@ LABELLED = {DEAD_LETTER: "dead_letters", LABELS_DROPPED: "labels_dropped",
 """The labelled counters of the partition (no group): each family's name → the metric family (without the
 prefix) that exports it, its label (``reason``) the counter's ``label``."""
 
-EXPORTED_STATS = (*FIELDS, *PAIRED_FIELDS)
+EXPORTED_STATS = (*FIELDS, *PAIRED_FIELDS, *SENT_FIELDS)
 """The statistics ``stat_added``/``stat_removed`` export: a served group's :data:`FIELDS`, and a paired
 group's (``bucket|candidate|shadow``) sums, ``pair_n`` … ``pair_dy_dy``, from which the paired verdicts'
-estimates can be recomputed in PromQL."""
+estimates can be recomputed in PromQL, and ``sent_n``, ``sent_x``, ``sent_xx`` (the sessions the candidate
+sent a list for: the shadow coverage check's)."""
 
 Family = GaugeMetricFamily | CounterMetricFamily
 

@@ -17,14 +17,17 @@ events seen. Series (``docs/canary.md``):
   so the pair's verdicts are not trusted; 0 checked and fine) with ``search_relevance_canary_sample_ratio``
   (the canary's observed share of impressions over the declared one, − 1); and
   ``search_relevance_canary_covariate_imbalance`` (1 the arms' query mixes differ: the DCG verdict is not
-  adjusted for query difficulty; 0 checked and fine). A check that did not run (no declared share; a
-  comparison not adjusted) leaves its series out;
+  adjusted for query difficulty; 0 checked and fine); for a shadow candidate
+  ``search_relevance_canary_shadow_coverage_mismatch`` (1 its lists reach fewer served sessions than in its
+  first hour, or sessions unlike the others: its verdicts are not trusted; 0 checked and fine) with
+  ``search_relevance_canary_shadow_coverage`` (the share of the served sessions they reach). A check that did
+  not run (a comparison not adjusted) or does not apply leaves its series out;
 * ``search_relevance_deploy_timestamp_seconds`` {ranker, kind}: the latest event time per ranker and kind,
   deploys detected in the impressions included as ``kind="deploy"`` (Grafana annotations).
 
 A shadow comparison (:mod:`monitor.core.canary.shadow`) is exported like the others with ``kind="shadow"``
-and ``baseline="served"`` (the lists the sessions were served: a fixed value, not a ranker); its checks do
-not apply, so it has no check series.
+and ``baseline="served"`` (the lists the sessions were served: a fixed value, not a ranker); the sample-ratio
+and balance checks do not apply to it, its shadow coverage check does.
 
 Ranker names are capped like the relevance series (:mod:`.labels`): the busiest ``max_rankers`` (by
 sessions compared, then name) keep their names, the rest become ``other`` (a shadow candidate's name
@@ -67,6 +70,10 @@ PAIR_GAUGES = {
     "sample_ratio": "The canary's observed share of the pair's impressions over the declared share, minus 1",
     "covariate_imbalance": "1: the arms' query mixes differ (the DCG verdict is not adjusted for query "
                            "difficulty); 0: checked and fine; absent: not adjusted",
+    "shadow_coverage_mismatch": "1: a shadow candidate's lists reach fewer of the served sessions than in "
+                                "its first hour, or sessions unlike the others (its verdicts are not "
+                                "trusted); 0: checked and fine",
+    "shadow_coverage": "The share of the served sessions a shadow candidate's lists reach",
 }
 
 Source = Callable[[], tuple[Sequence[Comparison], Sequence[Deploy]]]
@@ -152,6 +159,10 @@ class CanaryCollector(Collector):
                     families["sample_ratio"].add_metric(list(labels), check.estimate)
             elif name == "covariate_balance":
                 families["covariate_imbalance"].add_metric(list(labels), float(check.flagged))
+            elif name == "shadow_coverage":
+                families["shadow_coverage_mismatch"].add_metric(list(labels), float(check.flagged))
+                if check.estimate is not None:
+                    families["shadow_coverage"].add_metric(list(labels), check.estimate)
 
     def _families(self) -> dict[str, GaugeMetricFamily]:
         """The empty families, keyed by name without the prefix (and ``canary_``), in the order they are

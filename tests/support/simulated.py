@@ -83,8 +83,10 @@ def recompute_paired(result, shadows: dict[str, list[tuple[str, list[str]]]],  #
                      config: StreamConfig = CONFIG,
                      scores: dict[str, dict[str, list[float]]] | None = None) -> dict[str, dict[str, float]]:
     """Per ``bucket|candidate|shadow`` group, the paired sums (issue 28) from the simulator's ground truth:
-    a session whose served top k and a shadow list's top k both reach the coverage minimum with its final
-    grades adds its served and shadow DCG@k and (concordant, discordant) pairs, and their products
+    a scored session (its served top k reaches the coverage minimum with its final grades) adds, for each
+    shadow list it carried, ``sent_n`` = 1 and its served DCG@k (``sent_x``, ``sent_xx``: issue 42), and where
+    the list's top k reaches the minimum too, its served and shadow DCG@k and (concordant, discordant) pairs,
+    and their products
     (``shadows``: each session's shadow lists; ``scores``: session id → candidate → its list's scores, as
     sent; a list without them is ranked by position. The simulator's scores have four decimals, so a
     list can tie two documents: such a pair is score-tied, neither concordant nor discordant; no stream
@@ -96,13 +98,15 @@ def recompute_paired(result, shadows: dict[str, list[tuple[str, list[str]]]],  #
         x, cx, dx = _dcg_and_pairs(served, list(s.scores[:k]), labels, k)
         for ranker, docs in shadows.get(sid, []):
             top = docs[:k]
+            sums = out.setdefault(f"{s.bucket}|{ranker}|shadow", {})
+            for name, value in (("sent_n", 1.0), ("sent_x", x), ("sent_xx", x * x)):  # sent, paired or not
+                sums[name] = sums.get(name, 0.0) + value
             if not covered(top, labels, config):
                 continue
             sent = (scores or {}).get(sid, {}).get(ranker)
             ranks = [-float(i) for i in range(1, len(top) + 1)] if sent is None else list(sent[:k])
             y, cy, dy = _dcg_and_pairs(top, ranks, labels, k)
             values = {"x": x, "y": y, "cx": cx, "dx": dx, "cy": cy, "dy": dy}
-            sums = out.setdefault(f"{s.bucket}|{ranker}|shadow", {})
             row = {"pair_n": 1.0, **{f"pair_{n}": v for n, v in values.items()},
                    "pair_xx": x * x, "pair_yy": y * y, "pair_xy": x * y}
             parts = ["cx", "dx", "cy", "dy"]

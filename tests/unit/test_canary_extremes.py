@@ -12,7 +12,7 @@ import pytest
 from monitor.core.canary import CanaryConfig, Comparison, Verdict, overall
 from monitor.core.canary.adjusted import CovariateSums, adjusted_mean_paths, pooled_slope
 from monitor.core.canary.bounds import zero_mean_upper
-from monitor.core.canary.checks import Segment, concentration, log_ratio_bf, sample_ratio
+from monitor.core.canary.checks import Check, Segment, concentration, log_ratio_bf, sample_ratio
 from monitor.core.canary.covariates import covariate_sums
 from monitor.core.canary.metric_paths import balance_path, dcg_paths, decide
 from monitor.core.canary.verdict_paths import REGRESSION, EffectPath
@@ -172,7 +172,9 @@ def test_balance_flags_a_candidate_with_harder_queries_and_not_a_random_split() 
 
 # -- the overall verdict ------------------------------------------------------------------------------------
 def verdict(name: str, trusted: bool = True) -> Verdict:
-    return Verdict(name, None, None, None, None, 300, 300, "", trusted=trusted)  # type: ignore[arg-type]
+    checks = () if trusted else (Check("sample_ratio", True, -0.1, None, None, 9.0, 0.5, "mismatch"),)
+    return Verdict(name, None, None, None, None, 300, 300, "", trusted=trusted,  # type: ignore[arg-type]
+                   checks=checks)
 
 
 @pytest.mark.parametrize(("dcg", "pnr", "expected"), [

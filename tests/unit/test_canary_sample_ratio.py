@@ -5,6 +5,7 @@ what a mismatch does to the verdicts (docs/canary.md, "Checks")."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from monitor.core.canary import CanaryConfig, comparisons
 from monitor.core.canary.checks import log_ratio_bf
@@ -86,6 +87,13 @@ def test_the_epoch_holding_a_change_is_left_out() -> None:
     assert check is not None and not check.flagged
 
 
-def test_without_a_declared_share_there_is_no_check() -> None:
-    found = comparisons(history([0.2] * 10), [Deploy("canary_start", "b", 10 * EPOCH, "a")], CONFIG)
-    assert check_of(found)[0] is None and check_of(found)[1].trusted
+def test_without_a_declared_share_the_share_of_the_first_hour_is_checked() -> None:
+    """No share declared (issue 42): the canary's share is checked against its first hour's; a share that
+    holds is not flagged, one that falls 10% from its 2nd hour is, with a note saying what it compared."""
+    start = [Deploy("canary_start", "b", 10 * EPOCH, "a")]
+    check, verdict = check_of(comparisons(history([0.2] * 12), start, CONFIG))
+    assert check is not None and not check.flagged and not check.declared and verdict.trusted
+    assert check.expected == pytest.approx(0.2) and check.detail.startswith("no share declared")
+    check, verdict = check_of(comparisons(history([0.2] * 4 + [0.18] * 8), start, CONFIG))
+    assert check is not None and check.flagged and not verdict.trusted
+    assert check.estimate == pytest.approx(-0.1) and "a change declared" in check.detail

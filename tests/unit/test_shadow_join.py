@@ -19,7 +19,7 @@ from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.counters import Counter
 from monitor.core.stream.join import step
 from monitor.core.stream.session import SessionRecord
-from monitor.core.stream.shadow import paired_fields
+from monitor.core.stream.shadow import SENT_FIELDS, paired_fields
 from monitor.core.stream.transition import Loaded, Transition
 from monitor.sim import SimConfig, simulate
 from monitor.store.memory import MemoryPipeline
@@ -73,7 +73,8 @@ def test_a_hand_built_session_gives_the_expected_paired_fields() -> None:
     want = {"pair_n": 1, "pair_x": x, "pair_y": y, "pair_xx": x * x, "pair_yy": y * y, "pair_xy": x * y,
             "pair_cx": 2, "pair_dx": 1, "pair_cy": 2, "pair_dy": 1,
             "pair_cx_cx": 4, "pair_cx_dx": 2, "pair_cx_cy": 4, "pair_cx_dy": 2, "pair_dx_dx": 1,
-            "pair_dx_cy": 2, "pair_dx_dy": 1, "pair_cy_cy": 4, "pair_cy_dy": 2, "pair_dy_dy": 1}
+            "pair_dx_cy": 2, "pair_dx_dy": 1, "pair_cy_cy": 4, "pair_cy_dy": 2, "pair_dy_dy": 1,
+            "sent_n": 1, "sent_x": x, "sent_xx": x * x}  # sent: what the coverage check reads
     assert got == pytest.approx(want, abs=1e-12) and set(got) == set(want)
     assert record.shadow_contributions == {GROUP: got}
     assert (Counter("shadow_scored", GROUP), 1.0) in t.counters
@@ -99,10 +100,13 @@ def test_a_shadow_list_below_the_minimum_pairs_when_a_late_label_lifts_it_and_th
     record = step(show(("a", "b", "c"), ("cand", ("x", "y", "a"))), Loaded(), K3, FOUR_LEVEL_SCALE).records[0]
     grade(record, a=3, b=1, c=0)  # served complete, the union not: pending until the close
     scored = step(Impression("s2", "q2", "r1", 5000.0, results("z")), Loaded(watermark=100.0, due=[record]),
-                  K3, FOUR_LEVEL_SCALE)  # closed: served scored; the shadow's coverage 1/3 < 0.6
-    assert record.status == "scored" and paired_deltas(scored) == []
-    late = grade(record, ts=300.0, x=2)  # shadow 2/3: paired now
-    [(group, back, added)] = paired_deltas(late)
+                  K3, FOUR_LEVEL_SCALE)  # closed: served scored; the shadow's coverage 1/3 < 0.6: sent only
+    served_dcg = gain(3) + gain(1) / math.log2(3)
+    assert record.status == "scored" and paired_deltas(scored) == [
+        (GROUP, False, {"sent_n": 1.0, "sent_x": served_dcg, "sent_xx": served_dcg * served_dcg})]
+    late = grade(record, ts=300.0, x=2)  # shadow 2/3: paired now (the sent-only contribution taken back)
+    [(_, taken, sent), (group, back, added)] = paired_deltas(late)
+    assert taken and sent == paired_deltas(scored)[0][2]
     assert (group, back) == (GROUP, False) and added["pair_y"] == pytest.approx(gain(2) + gain(3) / 2)
     assert not [d for d in late.deltas if d.group == "head|r1|control" and d.stats.get("dcg") != scored.deltas[0]
                 .stats["dcg"]]  # the served contribution re-scored the same
@@ -325,7 +329,7 @@ def test_the_exporter_exports_paired_sums_and_counts_and_no_served_gauge_for_a_p
     net: dict[str, dict[str, float]] = {}
     for s in group_samples:
         if s.name.startswith("search_relevance_stat_"):
-            assert s.labels["stat"] in paired.FIELDS, s
+            assert s.labels["stat"] in (*paired.FIELDS, *SENT_FIELDS), s
             sign = 1.0 if s.name == "search_relevance_stat_added_total" else -1.0
             group = net.setdefault(f"{s.labels['bucket']}|{s.labels['ranker']}|shadow", {})
             group[s.labels["stat"]] = group.get(s.labels["stat"], 0.0) + sign * s.value

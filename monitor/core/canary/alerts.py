@@ -46,8 +46,10 @@ ALERTNAMES = {"canary": "SearchRelevanceCanaryRegression", "deploy": "SearchRele
               "shadow": "SearchRelevanceCanaryRegression"}
 #: Check name (:class:`~monitor.core.canary.checks.Check`) → the direct alert raised while it is flagged.
 CHECK_ALERTNAMES = {"sample_ratio": "SearchRelevanceSampleRatioMismatch",
-                    "covariate_balance": "SearchRelevanceCovariateImbalance"}
-CHECK_WORDS = {"sample_ratio": ("SRM", "ratio ok"), "covariate_balance": ("imbalance", "balance ok")}
+                    "covariate_balance": "SearchRelevanceCovariateImbalance",
+                    "shadow_coverage": "SearchRelevanceShadowCoverage"}
+CHECK_WORDS = {"sample_ratio": ("SRM", "ratio ok"), "covariate_balance": ("imbalance", "balance ok"),
+               "shadow_coverage": ("coverage", "coverage ok")}
 METRIC_TITLES = {"dcg": "DCG", "pnr": "PNR"}
 DEFAULT_RUNBOOK_BASE = "https://search-relevance-monitor.example/docs/runbooks"
 DEFAULT_DASHBOARD_URL = ("http://127.0.0.1:3000/d/srm-canary"  # grafana/dashboards/canary-comparison.json
@@ -178,6 +180,9 @@ def check_labels(comparison: Comparison, check: Check, config: AlertConfig) -> d
 
 
 def _setting(c: Comparison) -> str:
+    if c.kind == "shadow":
+        return (f"Shadow candidate {c.candidate} against the lists served for the same sessions on "
+                f"{c.bucket} queries")
     if c.kind == "canary":
         return f"Canary {c.candidate} against control {c.baseline} on {c.bucket} queries"
     return f"{c.candidate} since its deploy against {c.baseline} before it on {c.bucket} queries"
@@ -191,8 +196,9 @@ def check_annotations(comparison: Comparison, check: Check, config: AlertConfig)
     if check.name == "sample_ratio":
         if check.expected is not None and check.estimate is not None:
             seen = check.expected * (1.0 + check.estimate)
+            against = "declared" if check.declared else "in its first hour"
             summary = (f"{c.bucket}: canary {c.candidate} has {seen:.1%} of the impressions against "
-                       f"{check.expected:.1%} declared ({size}; control {c.baseline})")
+                       f"{check.expected:.1%} {against} ({size}; control {c.baseline})")
         else:
             summary = (f"{c.bucket}: canary {c.candidate} against {c.baseline}: the split is not the "
                        "declared one")
@@ -203,6 +209,16 @@ def check_annotations(comparison: Comparison, check: Check, config: AlertConfig)
                        "bots or crawlers on one arm, a sampling or logging bug that loses one arm's "
                        "impressions, and whether the share changed during a ramp without a canary_share "
                        "event.")
+        metric = ""
+    elif check.name == "shadow_coverage":
+        reach = "" if check.estimate is None else f" reach {check.estimate:.1%} of the served sessions"
+        summary = f"{c.bucket}: shadow {c.candidate}'s lists{reach}, not a fair part of them"
+        description = (f"{_setting(c)}: {check.detail}. The paired verdict judges the candidate only on "
+                       "the sessions its lists reached; these are fewer than before, or unlike the others, "
+                       "so its verdicts cannot be trusted as they stand: a pass is withheld (shown as "
+                       "inconclusive) and a regression still alerts, marked untrusted. Check whether the "
+                       "candidate times out or fails on some requests (the hardest, the longest), a sampling "
+                       "of shadow requests by query, or a producer that drops the shadow field.")
         metric = ""
     else:
         interval = ("" if check.lower is None or check.upper is None

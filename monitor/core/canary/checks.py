@@ -59,7 +59,9 @@ class Check:
     factor (sample ratio) or log mixture likelihood ratio (balance) against "no mismatch", at the last
     look; ``expected``: the declared share (sample ratio); ``detail``: what was seen, in words;
     ``applicable``: False for a check that cannot apply to the comparison (a shadow's: :mod:`.shadow`),
-    carried so that it reads "not applicable", never flagged, and left out of the exported series."""
+    carried so that it reads "not applicable", never flagged, and left out of the exported series;
+    ``declared``: False for a sample-ratio check without a declared share (``expected`` is then the share
+    of the canary's first hour: :func:`.pairing.observed_ratio`)."""
 
     name: CheckName
     flagged: bool
@@ -70,6 +72,7 @@ class Check:
     expected: float | None
     detail: str
     applicable: bool = True
+    declared: bool = True
 
 
 def _lbeta(a: FloatArray, b: FloatArray) -> FloatArray:

@@ -31,6 +31,8 @@ from monitor.core.canary.pairing import Comparison
 from monitor.core.canary.verdict import VerdictName
 
 TITLES = {"dcg": "DCG", "pnr": "PNR"}
+CHECK_TITLES = {"sample_ratio": "sample ratio mismatch", "shadow_coverage": "shadow coverage"}
+"""The checks that make a pair's verdicts untrusted when flagged, in a reason's words."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,9 @@ def overall(comparisons: Sequence[Comparison]) -> list[Overall]:
             verdict, reason = "pass", f"{' and '.join(TITLES.get(m, m) for m in names)} passed"
         trusted = all(c.verdict.trusted for c in found)
         if not trusted:
-            reason += "; not trusted: sample ratio mismatch"
+            flagged = sorted({CHECK_TITLES.get(k.name, k.name) for c in found for k in c.verdict.checks
+                              if k.flagged and k.name in CHECK_TITLES})
+            reason += f"; not trusted: {' and '.join(flagged) or 'a check failed'}"
         sessions = (max(c.verdict.n_baseline for c in found), max(c.verdict.n_candidate for c in found))
         out.append(Overall(bucket, kind, baseline, candidate, verdict, reason, trusted, *sessions))
     return out

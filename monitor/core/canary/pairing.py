@@ -50,6 +50,7 @@ from monitor.core.canary.detection import detect_deploys, every_deploy
 from monitor.core.canary.estimates import METRICS
 from monitor.core.canary.judging import Epochs, judge, total
 from monitor.core.canary.shadow import SERVED, SHADOW, shadow_verdicts
+from monitor.core.canary.share_change import log_evidence
 from monitor.core.canary.verdict import Verdict
 from monitor.core.events import BUCKETS, Deploy
 from monitor.core.stream.history import History
@@ -184,8 +185,10 @@ def _sample_ratio(events: Sequence[tuple[Order, Deploy]], ranker: str, start: tu
                and d.share is not None and (start is None or order > start[0])]
     declared = [] if start is None or start[1].share is None else [start]
     declared += sorted(changes, key=lambda item: item[0])
-    if not declared or not looks:
+    if not looks:
         return None
+    if not declared:
+        return observed_ratio(looks, control, canary, history.width, config)
     borders = [history.epoch(d.ts) for _, d in declared]
     segments = []
     for k, (_, d) in enumerate(declared):
@@ -202,6 +205,32 @@ def _sample_ratio(events: Sequence[tuple[Order, Deploy]], ranker: str, start: tu
         assert d.share is not None
         segments.append(Segment(d.share, x, y))
     return sample_ratio(segments, len(looks), config.check_alpha, config.mixture_sd)
+
+
+def observed_ratio(looks: Sequence[int], control: Epochs, canary: Epochs, width: float,
+                   config: CanaryConfig) -> Check | None:
+    """The sample-ratio check of a canary that declared no share: the canary's share of the pair's
+    impressions against the share it had in its first hour (:func:`.share_change.log_evidence`, at
+    ``check_alpha``); None without an impression."""
+    x = np.asarray([canary.get(e, Stats()).get("impressions", 0.0) for e in looks])
+    n = x + np.asarray([control.get(e, Stats()).get("impressions", 0.0) for e in looks])
+    if n.sum() <= 0:
+        return None
+    reference = sum(1 for e in looks if (e - looks[0]) * width < 3600.0)
+    evidence = log_evidence(x, n, reference, "both")
+    flagged = bool((evidence >= math.log(1.0 / config.check_alpha)).any())
+    first = float(x[:reference].sum()) / float(n[:reference].sum()) if n[:reference].sum() > 0 else None
+    later = float(x[reference:].sum()) / float(n[reference:].sum()) if n[reference:].sum() > 0 else None
+    relative = None if first is None or later is None or first == 0 else later / first - 1.0
+    since = "" if later is None else f"; since then {later:.2%} of {n[reference:].sum():,.0f} impressions"
+    change = "" if relative is None else f" ({relative:+.1%})"
+    bar = math.log(1 / config.check_alpha)
+    threshold = f", a change declared (≥ log(1/α) = {bar:.1f})" if flagged else ""
+    share = "" if first is None else f"{first:.2%}"
+    detail = (f"no share declared: against the share of its first hour, {share}{since}{change}; "
+              f"log e-value {float(evidence[-1]):.1f}{threshold}")
+    return Check("sample_ratio", flagged, relative, None, None, float(evidence[-1]), first,
+                 detail.replace("-", "−"), declared=False)
 
 
 Wanted = Callable[[str, str], bool]

@@ -24,6 +24,7 @@ from dataclasses import replace
 
 from monitor.core.canary.checks import Check
 from monitor.core.canary.config import CanaryConfig
+from monitor.core.canary.coverage import coverage_check
 from monitor.core.canary.estimates import METRICS
 from monitor.core.canary.paired_paths import judge_paired
 from monitor.core.canary.verdict import Verdict
@@ -50,11 +51,16 @@ def shadow_verdicts(bucket: str, history: History, endings: Sequence[tuple[str, 
     """(candidate, metric, verdict) of every shadow candidate of ``bucket`` (module docstring), sorted by
     candidate then metric; ``endings``: (ranker, time) of the ``canary_end`` and ``rollback`` events."""
     found: dict[str, dict[int, Stats]] = {}
+    served: dict[int, Stats] = {}  # the bucket's served sessions per epoch (what the coverage check reads)
     for index, groups in history.epochs.items():
         for group, stats in groups.items():
             group_bucket, ranker, variant = split_group(group)
-            if group_bucket == bucket and variant == SHADOW:
+            if group_bucket != bucket:
+                continue
+            if variant == SHADOW:
                 found.setdefault(ranker, {}).setdefault(index, Stats()).add(stats)
+            else:
+                served.setdefault(index, Stats()).add(stats)
     latest = max((last for _, last in history.seen.values()), default=math.inf)
     out: list[tuple[str, str, Verdict]] = []
     for ranker, epochs in sorted(found.items()):
@@ -64,7 +70,26 @@ def shadow_verdicts(bucket: str, history: History, endings: Sequence[tuple[str, 
         if not epochs:
             continue
         looks = sorted(epochs)
+        check = coverage_check({e: s for e, s in served.items() if looks[0] <= e}, epochs, looks,
+                               history.width, config)
         for metric in METRICS:
             verdict = judge_paired(epochs, config, metric, bucket, looks, history.width, latest)
-            out.append((ranker, metric, replace(verdict, checks=NOT_APPLICABLE)))
+            out.append((ranker, metric, with_coverage(verdict, check)))
     return out
+
+
+def with_coverage(verdict: Verdict, check: Check | None) -> Verdict:
+    """``verdict`` with the shadow coverage check (:mod:`.coverage`): when it flagged, not trusted (a
+    "pass" becomes "inconclusive", a regression stays, marked), the reason saying why."""
+    if check is None:
+        return replace(verdict, checks=NOT_APPLICABLE)
+    checks = (*NOT_APPLICABLE, check)
+    if not check.flagged:
+        return replace(verdict, checks=checks)
+    why = (f"shadow coverage: {check.detail}; the candidate is judged on part of the served sessions, "
+           "not like the rest, so ")
+    if verdict.verdict == "pass":
+        return replace(verdict, verdict="inconclusive", checks=checks, trusted=False,
+                       reason=f"{why}a pass cannot be trusted ({verdict.reason})")
+    return replace(verdict, checks=checks, trusted=False,
+                   reason=f"{verdict.reason}; {why}this verdict cannot be trusted as it stands")

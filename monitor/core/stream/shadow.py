@@ -7,9 +7,10 @@ the others before the step) is never shown; the session keeps its top k (doc ids
 ``Limits.max_shadow_lists`` lists: what the impression was validated against), and its annotation request
 asks for the ungraded documents of the union of the served and shadow top k
 (:meth:`~monitor.core.stream.session.SessionRecord.union`). Whenever the served list is scored (first
-scoring or re-scoring, as today), each shadow list whose own top k reaches ``min_coverage`` with the
-session's grades contributes :func:`paired_fields` of the served list (its DCG@k, concordant and
-discordant pairs: the served contribution's own fields) and of the shadow list
+scoring or re-scoring, as today), each shadow list contributes :func:`sent_fields` (it was sent: the
+share of the served sessions the candidate reaches, and whether they differ from the others), and each one
+whose own top k reaches ``min_coverage`` with the session's grades :func:`paired_fields` of the served
+list (its DCG@k, concordant and discordant pairs: the served contribution's own fields) and of the shadow list
 (the same measures, :func:`~monitor.core.stream.stats.session_stats` on the shadow list with the same
 grades and k) to the group :func:`shadow_group` (``bucket|candidate|shadow``), at the session's ``ts``.
 The previous paired contributions (``SessionRecord.shadow_contributions``) are taken back first, with
@@ -81,19 +82,32 @@ def coverage(docs: list[str], grades: Mapping[str, int]) -> float:
     return sum(1 for d in docs if d in grades) / len(docs) if docs else 0.0
 
 
+SENT_FIELDS = ("sent_n", "sent_x", "sent_xx")
+
+
+def sent_fields(x: float) -> dict[str, float]:
+    """What every scored session the candidate sent a list for adds to its group, paired or not (its list
+    empty, or below the coverage minimum): ``sent_n`` = 1 and the served list's DCG@k, ``sent_x``,
+    ``sent_xx``. Against the bucket's served sessions they say which share of them the candidate's lists
+    reach, and whether those differ from the others (the shadow coverage check, issue 42)."""
+    return dict(zip(SENT_FIELDS, (1.0, x, x * x), strict=True))
+
+
 def paired(record: SessionRecord, served: Mapping[str, float], judge: Judge,
            min_coverage: float) -> dict[str, dict[str, float]]:
-    """Group → the paired contribution of each shadow list of the session that reaches ``min_coverage``,
-    against the served contribution ``served`` (a scored session's :func:`session_stats`)."""
+    """Group → the contribution of each shadow list of the session: :func:`sent_fields`, and the paired
+    fields against the served contribution ``served`` (a scored session's :func:`session_stats`) when the
+    list reaches ``min_coverage``."""
     grades = record.effective()
     out: dict[str, dict[str, float]] = {}
     for ranker, docs in record.shadow_docs.items():
-        if not docs or coverage(docs, grades) < min_coverage:
-            continue
-        shadow = session_stats(judge(docs, record.shadow_scores.get(ranker)), record.k)
-        out[shadow_group(record.bucket, ranker)] = paired_fields(
-            served["dcg"], shadow["dcg"], (served["concordant"], served["discordant"]),
-            (shadow["concordant"], shadow["discordant"]))
+        fields = sent_fields(served["dcg"])
+        if docs and coverage(docs, grades) >= min_coverage:
+            shadow = session_stats(judge(docs, record.shadow_scores.get(ranker)), record.k)
+            fields.update(paired_fields(served["dcg"], shadow["dcg"],
+                                        (served["concordant"], served["discordant"]),
+                                        (shadow["concordant"], shadow["discordant"])))
+        out[shadow_group(record.bucket, ranker)] = fields
     return out
 
 
@@ -111,12 +125,12 @@ def score_paired(record: SessionRecord, served: Mapping[str, float], judge: Judg
     list below the minimum or an expiry)."""
     if not record.shadow_docs:
         return
-    before = set(record.shadow_contributions)
+    before = {g for g, stats in record.shadow_contributions.items() if "pair_n" in stats}
     take_back_paired(record, out)
     new = paired(record, served, judge, min_coverage)
     for group, stats in new.items():
         out.deltas.append(Delta(record.ts, group, Stats(stats)))
         out.sightings.append((SHADOW, split_group(group)[1], record.ts))
-        if group not in before:
+        if "pair_n" in stats and group not in before:
             out.counters.append((Counter("shadow_scored", group), 1.0))
     record.shadow_contributions = new
