@@ -210,6 +210,10 @@ def pct(triple: tuple[float, float, float]) -> str:
     return "—" if math.isnan(p) else f"{p:.1%} [{lo:.1%}, {hi:.1%}]"
 
 
+def short(triple: tuple[float, float, float]) -> str:
+    return "—" if math.isnan(triple[0]) else f"{triple[0]:.1%}"
+
+
 def median(values: Sequence[float | None]) -> str:
     found = [v for v in values if v is not None]
     return "—" if not found else f"{float(np.median(found)):.2f}"
@@ -217,7 +221,8 @@ def median(values: Sequence[float | None]) -> str:
 
 def table(bucket: str, runs: dict[str, list[dict[str, Summary]]]) -> list[str]:
     lines = [f"### {bucket}", "",
-             "| cell | runs | any regression alert, any look (95% CI) | DCG · PNR alerts | final regression | "
+             "| cell | runs | any regression alert, any look (95% CI) | DCG · PNR alerts | "
+             "final regression | "
              "pass by the end | hours to the first alert (median) | hours to pass (median) | "
              "check alerts (SRM · balance · shadow coverage) | hours to the check (median) | "
              "first look with sessions, with an interval (median h) |",
@@ -226,19 +231,20 @@ def table(bucket: str, runs: dict[str, list[dict[str, Summary]]]) -> list[str]:
         found = [r[f"{cell.kind}|{cell.candidate}"] for r in runs.get(cell.scenario, [])]
         if not found:
             continue
-        def col(name: str) -> list[float | None]:
-            return [f.get(name) for f in found]
+        def col(name: str, runs: list[Summary] = found) -> list[float | None]:
+            return [f.get(name) for f in runs]
         finals = col("final")
         final_regression = rate([1.0 if v == -1.0 else None for v in finals])
         passed = rate([1.0 if v == 1.0 else None for v in finals])
-        checks = " · ".join(pct(rate(col(c)))[:5].rstrip(" [") for c in ("sample_ratio", "covariate_balance",
-                                                                            "shadow_coverage"))
+        checks = " · ".join(short(rate(col(c)))
+                            for c in ("sample_ratio", "covariate_balance", "shadow_coverage"))
         check_times = [min((v for v in (f.get("sample_ratio"), f.get("covariate_balance"),
-                                        f.get("shadow_coverage")) if v is not None), default=None) for f in found]
+                                        f.get("shadow_coverage")) if v is not None), default=None)
+                       for f in found]
         lines.append(
             f"| {cell.title} | {len(found)} | {pct(rate(col('alert')))} | "
-            f"{pct(rate(col('alert_dcg')))[:5].rstrip(' [')} · {pct(rate(col('alert_pnr')))[:5].rstrip(' [')} | "
-            f"{pct(final_regression)[:5].rstrip(' [')} | {pct(passed)[:5].rstrip(' [')} | {median(col('alert'))} | "
+            f"{short(rate(col('alert_dcg')))} · {short(rate(col('alert_pnr')))} | "
+            f"{short(final_regression)} | {short(passed)} | {median(col('alert'))} | "
             f"{median(col('pass'))} | {checks} | {median(check_times)} | "
             f"{median(col('first_look'))}, {median(col('first_interval'))} |")
     return lines
@@ -246,7 +252,8 @@ def table(bucket: str, runs: dict[str, list[dict[str, Summary]]]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=500, help="runs of the shadow, canary and deploy scenarios")
+    parser.add_argument("--runs", type=int, default=500,
+                        help="runs of the shadow, canary and deploy scenarios")
     parser.add_argument("--flag-runs", type=int, default=200, help="runs of the mix and srm scenarios")
     parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--warm", type=float, default=None, help="warm-up hours (default: per scenario)")
@@ -290,8 +297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"pacing: each 15-minute epoch's share of its hour's sampled sessions, over every hour of "
                   f"every run: {min(lows):.1%} … {max(highs):.1%}")
         if deploy:
-            print(f"deploy at minute 5: sessions of the new ranker sampled in the deploy's own 15-minute epoch "
-                  f"(minutes 5-15): {min(deploy):.0f} in the worst run, median {float(np.median(deploy)):.0f}")
+            print(f"deploy at minute 5: sessions of the new ranker sampled in the deploy's own 15-minute "
+                  f"epoch (minutes 5-15): {min(deploy):.0f} in the worst run, median "
+                  f"{float(np.median(deploy)):.0f}")
         print(f"CPU per run: median {float(np.median(cpu)):.1f} s\n")
     return 0
 

@@ -32,6 +32,7 @@ the alerts that fired, and per epoch the sessions the budget sampled. Determinis
 from __future__ import annotations
 
 import heapq
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,80 +40,33 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from monitor.core.canary.alerts import ALERTNAMES, CHECK_ALERTNAMES, AlertBook, AlertConfig
-from monitor.core.canary.config import CanaryConfig
 from monitor.core.canary.overall import overall
 from monitor.core.canary.pairing import comparisons
-from monitor.core.events import Annotation, Deploy, Impression, Label, Result, ShadowList
+from monitor.core.events import Annotation, Deploy, Impression, Label, Result, ShadowList, encode_annotation
 from monitor.core.grades import FOUR_LEVEL_SCALE, best_gain
-from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.history import History
-from monitor.core.stream.stats import Stats
-from monitor.core.stream.partition import partition_for
 from monitor.core.stream.sampling import budget_period, sampled_by
+from monitor.core.stream.stats import Stats
+from monitor.sim.flow_fold import fold
+from monitor.sim.flow_traffic import (
+    HOUR,
+    START_TS,
+    VARIANTS,
+    Annotators,
+    Flow,
+    Traffic,
+    deploys_of,
+    grade_time,
+    looks_of,
+    traffic,
+)
 from monitor.sim.flow_world import FlowWorld
-from monitor.sim.world_math import BoolArray, FloatArray, IntArray
+from monitor.sim.records import SimEvent, impression_value
 from monitor.store.memory import MemoryPipeline
 
-__all__ = ["Annotators", "Flow", "FlowResult", "Look", "run"]
+__all__ = ["HOUR", "START_TS", "Annotators", "Flow", "FlowResult", "Look", "Traffic", "run"]
 
-HOUR = 3600.0
-START_TS = 1_763_683_200.0  # 2025-11-21T00:00:00Z: hour 0 of the world's day is 00:00 UTC
 GRADES = tuple(FOUR_LEVEL_SCALE.parse(level) for level in range(4))
-
-
-@dataclass(frozen=True)
-class Annotators:
-    """When a request is answered: by one annotator, after a delay drawn per request: within ``minutes``
-    (uniform over ``minutes_span`` seconds) with probability ``quick``, within hours (``hours_span``) with
-    probability ``slow``, never otherwise."""
-
-    quick: float = 0.7
-    slow: float = 0.2
-    minutes_span: tuple[float, float] = (300.0, 2700.0)
-    hours_span: tuple[float, float] = (3600.0, 6 * 3600.0)
-
-    def __post_init__(self) -> None:
-        if not (self.quick >= 0.0 and self.slow >= 0.0 and self.quick + self.slow <= 1.0):
-            raise ValueError(f"quick, slow: need shares with a sum ≤ 1, got {self.quick}, {self.slow}")
-
-    def delay(self, rng: np.random.Generator) -> float:
-        u = rng.random()
-        if u < self.quick:
-            return float(rng.uniform(*self.minutes_span))
-        if u < self.quick + self.slow:
-            return float(rng.uniform(*self.hours_span))
-        return math.inf
-
-
-@dataclass(frozen=True)
-class Flow:
-    """One scenario (module docstring). Rankers are named as in the :class:`FlowWorld`; the served one is its
-    first. ``exchange``: a shadow candidate of weight 1 whose lists are exchanged with the served ones with
-    probability 1/2 per session (an exact A/A: both lists' expected values equal for every session)."""
-
-    bucket: str
-    hours: float = 24.0
-    warm: float = 24.0
-    traffic: float = 10.0
-    partitions: int = 4
-    look: float = 300.0
-    shadows: tuple[str, ...] = ()
-    exchange: str | None = None
-    canary: str | None = None
-    share: float = 0.5
-    declare_share: bool = False
-    deploy: str | None = None
-    deploy_minute: float = 5.0
-    srm: float = 0.0          # the canary loses this share of its impressions from ``srm_hour`` on
-    srm_hour: float = 2.0
-    annotators: Annotators = field(default_factory=Annotators)
-    stream: StreamConfig = field(default_factory=StreamConfig)
-    verdicts: CanaryConfig = field(default_factory=CanaryConfig)
-
-    @property
-    def start(self) -> float:
-        """The comparison's start (event time): the first hour after the warm-up."""
-        return START_TS + self.warm * HOUR
 
 
 @dataclass(frozen=True)
@@ -147,6 +101,7 @@ class FlowResult:
     answered: int = 0
     history: History | None = None  # at the end of the run
     histories: list[tuple[float, History]] = field(default_factory=list)  # each look's, when kept
+    events: list[SimEvent] = field(default_factory=list)  # every event given the pipeline, when recorded
 
     def first(self, key: Key, code: int) -> float | None:
         """When comparison ``key`` first had verdict ``code`` (None: never)."""
@@ -165,73 +120,6 @@ class FlowResult:
 
 
 _CODES = {"pass": 1, "inconclusive": 0, "regression": -1}
-
-
-@dataclass(frozen=True)
-class Traffic:
-    """A run's impressions, in time order (arrays of one element per impression): event time, query and
-    outcome (which precomputed session of the query), arm (1: the canary's), served ranker (index in the
-    world), variant (0: none, 1: control, 2: canary), whether an exchanged A/A pair is swapped, and the
-    partition of its session id (``s<n>``, n = index + 1) by Kafka's partitioner."""
-
-    ts: FloatArray
-    query: IntArray
-    outcome: IntArray
-    ranker: IntArray
-    variant: IntArray
-    swap: BoolArray
-    partition: IntArray
-
-    def __len__(self) -> int:
-        return int(self.ts.size)
-
-
-VARIANTS = (None, "control", "canary")
-_PARTITIONS: dict[int, IntArray] = {}
-
-
-def partitions_of(count: int, partitions: int) -> IntArray:
-    """The partition of the session ids ``s1`` … ``s<count>`` (Kafka's murmur2 partitioner; remembered)."""
-    known = _PARTITIONS.get(partitions, np.zeros(0, dtype=np.int64))
-    if known.size < count:
-        more = [partition_for(f"s{n}".encode(), partitions) for n in range(known.size + 1, count + 1)]
-        known = _PARTITIONS[partitions] = np.concatenate([known, np.asarray(more, dtype=np.int64)])
-    return known[:count]
-
-
-def traffic(world: FlowWorld, flow: Flow, seed: int) -> Traffic:
-    """The impressions of a run (module docstring): a Poisson process at ``traffic`` times the bucket's
-    budget per hour, each hour's queries from the world's mix (the canary arm's from its harder mix if it
-    has one), outcomes uniform, the canary's share of the comparison's sessions, a deploy's ranker from its
-    minute on, and the canary's lost impressions (``srm``) dropped."""
-    rng = np.random.default_rng([seed, 42])
-    end = flow.start + flow.hours * HOUR
-    rate = flow.traffic * flow.stream.budget[flow.bucket] / HOUR
-    count = int(rng.poisson(rate * (end - START_TS)))
-    ts = np.sort(rng.uniform(START_TS, end, count))
-    hour = np.floor((ts - START_TS) / HOUR).astype(np.int64) % 24
-    comparing = ts >= flow.start
-    canary = None if flow.canary is None else world.index(flow.canary)
-    arm = (comparing & (rng.random(count) < flow.share)) if canary is not None else np.zeros(count, dtype=bool)
-    query = world.world.queries_at(rng, hour)
-    if canary is not None and world.rankers[canary].harder and arm.any():
-        shifted = world.mixes[world.rankers[canary].harder].queries_at(rng, hour)
-        query = np.where(arm, shifted, query)
-    outcome = rng.integers(0, world.docs.shape[2], count)
-    swap = comparing & (rng.random(count) < 0.5) if flow.exchange is not None else np.zeros(count, dtype=bool)
-    ranker = np.zeros(count, dtype=np.int64)
-    if flow.deploy is not None:
-        ranker[ts >= flow.start + flow.deploy_minute * 60.0] = world.index(flow.deploy)
-    variant = np.zeros(count, dtype=np.int64)
-    if canary is not None:
-        variant[comparing] = 1
-        ranker[arm] = canary
-        variant[arm] = 2
-    keep = np.ones(count, dtype=bool)
-    if flow.srm and canary is not None:
-        keep = ~(arm & (ts >= flow.start + flow.srm_hour * HOUR) & (rng.random(count) < flow.srm))
-    ts, query, outcome, ranker, variant, swap = (a[keep] for a in (ts, query, outcome, ranker, variant, swap))
-    return Traffic(ts, query, outcome, ranker, variant, swap, partitions_of(ts.size, flow.partitions))
 
 
 class Looker:
@@ -261,7 +149,8 @@ class Looker:
             v = c.verdict
             flagged = tuple(check.name for check in v.checks if check.flagged)
             self.result.looks.setdefault((c.kind, c.candidate, c.metric), []).append(
-                Look(at, _CODES[v.verdict], v.estimate, v.lower, v.upper, v.n_baseline, v.n_candidate, flagged))
+                Look(at, _CODES[v.verdict], v.estimate, v.lower, v.upper, v.n_baseline, v.n_candidate,
+                     flagged))
         for o in overall(found):
             self.result.looks.setdefault((o.kind, o.candidate, "overall"), []).append(
                 Look(at, _CODES[o.verdict], None, None, None, o.n_baseline, o.n_candidate, ()))
@@ -276,33 +165,12 @@ def frozen(history: History) -> History:
                    history.ended)
 
 
-def looks_of(flow: Flow) -> list[float]:
-    """The look times of a run: every ``look`` seconds from the comparison's start to its end."""
-    return [flow.start + i * flow.look for i in range(1, int(flow.hours * HOUR / flow.look) + 1)]
-
-
-def deploys_of(world: FlowWorld, flow: Flow) -> list[Deploy]:
-    """The run's deploy events: the canary's start, a deploy."""
-    out = []
-    if flow.canary is not None:
-        out.append(Deploy("canary_start", flow.canary, flow.start, previous=world.rankers[0].name,
-                          share=flow.share if flow.declare_share else None))
-    if flow.deploy is not None:
-        out.append(Deploy("deploy", flow.deploy, flow.start + flow.deploy_minute * 60.0,
-                          previous=world.rankers[0].name))
-    return out
-
-
-def grade_time(annotators: Annotators, rng: np.random.Generator, asked_at: float) -> float:
-    """When a request asked at ``asked_at`` is answered (inf: never)."""
-    return asked_at + annotators.delay(rng)
-
-
 class _Run:
     """A run through the stream core (:class:`MemoryPipeline`)."""
 
-    def __init__(self, world: FlowWorld, flow: Flow, seed: int, keep: bool = False) -> None:
-        self.world, self.flow = world, flow
+    def __init__(self, world: FlowWorld, flow: Flow, seed: int, keep: bool = False,
+                 record: bool = False) -> None:
+        self.world, self.flow, self.record = world, flow, record
         self.annotator_rng = np.random.default_rng([seed, 43])
         config = flow.stream
         self.pipeline = MemoryPipeline(config, FOUR_LEVEL_SCALE, partitions=flow.partitions, keep=None,
@@ -325,7 +193,7 @@ class _Run:
         ts, q, j, ranker = float(t.ts[n]), int(t.query[n]), int(t.outcome[n]), int(t.ranker[n])
         sid, variant = f"s{n + 1}", VARIANTS[int(t.variant[n])]
         name = world.rankers[ranker].name
-        if not self.will_sample(int(t.partition[n]), ts):
+        if not self.record and not self.will_sample(int(t.partition[n]), ts):
             return Impression(sid, self.query(q), name, ts, (), variant, flow.bucket), True
         swap = bool(t.swap[n])
         served = world.shown(ranker, q, j, self.exchange if swap else None)
@@ -349,7 +217,7 @@ class _Run:
         """Whether the core will sample this impression: its own rule on the partition's own spend."""
         config = self.flow.stream
         spent = self.pipeline.state[partition].budget.get((self.flow.bucket, budget_period(ts, config)), 0.0)
-        return sampled_by(self.flow.bucket, spent, config, self.flow.partitions)
+        return sampled_by(self.flow.bucket, ts, spent, config, self.flow.partitions)
 
     def requests(self) -> None:
         queue = self.pipeline.requests
@@ -377,8 +245,18 @@ class _Run:
         while self.pending and self.pending[0][0] <= until:
             _, _, annotation = heapq.heappop(self.pending)
             self.result.answered += 1
-            self.pipeline.submit_event("annotations", (annotation.query or "").encode(), annotation)
+            self.submit("annotations", (annotation.query or "").encode(), annotation)
             self.requests()
+
+    def submit(self, topic: str, key: bytes, event: Impression | Annotation | Deploy) -> None:
+        """Give the pipeline ``event``; with ``record``, keep it as the record a producer would send."""
+        self.pipeline.submit_event(topic, key, event)
+        if self.record:
+            self.result.events.append(SimEvent(topic, key, encoded(event), event.ts or 0.0))
+
+    def look(self, at: float) -> None:
+        deploys = [d for d in self.pipeline.deploys if isinstance(d, Deploy)]
+        self.looker.look(at, self.pipeline.history(), deploys)
 
     def run(self) -> FlowResult:
         flow, pipeline = self.flow, self.pipeline
@@ -388,37 +266,58 @@ class _Run:
             while looks and looks[0] <= ts:
                 at = looks.pop(0)
                 self.deliver(at)
-                self.looker.look(at, pipeline.history(), list(pipeline.deploys))
+                self.look(at)
             self.deliver(ts)
             while events and events[0].ts <= ts:
                 deploy = events.pop(0)
-                pipeline.submit_event("deploys", deploy.ranker.encode(), deploy)
+                self.submit("deploys", deploy.ranker.encode(), deploy)
             event, counted = self.impression(n)
-            pipeline.submit_event("impressions", event.session_id.encode(), event)
+            self.submit("impressions", event.session_id.encode(), event)
             self.result.impressions += 1
             if counted and event.session_id in pipeline.state[int(self.traffic.partition[n])].records:
                 raise AssertionError(f"{event.session_id}: sampled by the core, sent without its results")
             self.requests()
         for at in looks:
             self.deliver(at)
-            self.looker.look(at, pipeline.history(), list(pipeline.deploys))
+            self.look(at)
         self.result.sessions = round(sum(v for c, v in pipeline.counters.items() if c.name == "sampled"))
         self.result.history = pipeline.history()
         return self.result
 
 
-def run(world: FlowWorld, flow: Flow, seed: int, engine: str = "core", keep: bool = False) -> FlowResult:
+def encoded(event: Impression | Annotation | Deploy) -> bytes:
+    """The JSON record of an event (schema 1), as a producer sends it."""
+    if isinstance(event, Impression):
+        def ids(results: tuple[Result, ...]) -> tuple[list[str], list[float]]:
+            return [r.doc_id for r in results], [float(r.score or 0.0) for r in results]
+
+        shadow = [(s.ranker, *ids(s.results)) for s in event.shadow]
+        return impression_value(event.session_id, event.query, event.query_bucket, event.ranker,
+                                event.variant, event.ts, *ids(event.results), shadow)
+    if isinstance(event, Annotation):
+        return encode_annotation(event)
+    body: dict[str, object] = {"type": "deploy", "schema": 1, "kind": event.kind, "ranker": event.ranker,
+                               "ts": event.ts}
+    if event.previous is not None:
+        body["previous"] = event.previous
+    if event.share is not None:
+        body["share"] = event.share
+    return json.dumps(body).encode()
+
+
+def run(world: FlowWorld, flow: Flow, seed: int, engine: str = "core", keep: bool = False,
+        record: bool = False) -> FlowResult:
     """One run of ``flow`` over ``world`` (module docstring): through the stream core (``engine="core"``:
     :class:`MemoryPipeline`), or through its fold of such a run (``"fold"``: :mod:`monitor.sim.flow_fold`,
     the same history at every look, far faster). Both give the same result for a seed."""
     if flow.bucket != world.world.bucket:
         raise ValueError(f"flow.bucket {flow.bucket!r} is not the world's ({world.world.bucket!r})")
     if engine == "core":
-        return _Run(world, flow, seed, keep).run()
+        return _Run(world, flow, seed, keep, record).run()
+    if record:
+        raise ValueError("record: only the core engine sends events")
     if engine != "fold":
         raise ValueError(f"engine: {engine!r} is not one of core, fold")
-    from monitor.sim.flow_fold import fold
-
     rng = np.random.default_rng([seed, 43])
     looker = Looker(flow, keep)
     events = deploys_of(world, flow)

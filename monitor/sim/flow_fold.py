@@ -9,8 +9,9 @@ of the adjustment for query difficulty; the rankers' sightings). ``tests/unit/te
 it against the pipeline: the same runs give the same history at every look (every field to 1e-9) and the
 same verdicts. The rules (:mod:`monitor.core.stream.join`):
 
-* **sampling**: the core's own rule (:func:`~monitor.core.stream.sampling.sampled_by`), impression by
-  impression, on each partition's spend in the budget's period (sessions mode);
+* **sampling**: the core's own rule (:func:`~monitor.core.stream.sampling.sampled_by`) on each partition's
+  spend in the budget's period (sessions mode), its choices found for all impressions at once and each
+  checked with the rule;
 * **requests**: a sampled session asks for the documents of the union of its lists without a grade at its
   impression (grades that came before it); a pair asked before is not asked again (the annotators'
   bridge), and a request's new pairs are graded together, at the time :func:`~monitor.sim.flow.grade_time`
@@ -33,20 +34,17 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from monitor.core.stream.history import History, epoch_of, see
-from monitor.core.stream.sampling import budget_period, sampled_by
+from monitor.core.stream.sampling import sampled_by
 from monitor.core.stream.session import group_key, query_key
-from monitor.core.stream.shadow import paired_fields, shadow_group
+from monitor.core.stream.shadow import paired_fields, sent_fields, shadow_group
 from monitor.core.stream.stats import Stats
+from monitor.sim.flow_traffic import Flow, Traffic
 from monitor.sim.flow_world import FlowWorld
 from monitor.sim.world_math import measures
-
-if TYPE_CHECKING:
-    from monitor.sim.flow import Flow, Traffic
 
 __all__ = ["fold"]
 
@@ -65,7 +63,7 @@ class _Session:
     __slots__ = ("arrivals", "close", "epoch", "group", "index", "n", "query", "served", "shadows", "ts")
 
     def __init__(self, n: int, ts: float, query: int, group: str, served: list[int],
-                 shadows: list[tuple[str, list[int]]], epoch: int) -> None:
+                 shadows: list[tuple[str, list[int] | None]], epoch: int) -> None:
         self.n, self.ts, self.query, self.group, self.epoch = n, ts, query, group, epoch
         self.served, self.shadows = served, shadows
         self.arrivals: list[float] = []  # per document of the union (served, then the shadows' new ones)
@@ -106,40 +104,63 @@ class _Fold:
 
     def at(self, t: float, impression: bool) -> int:
         """The index of the first look that sees a change at ``t`` (``len(looks)``: none)."""
-        side = "right" if impression else "left"
-        return int(np.searchsorted(self.looks, t, side=side))
+        if impression:
+            return int(np.searchsorted(self.looks, t, side="right"))
+        return int(np.searchsorted(self.looks, t, side="left"))
 
     # -- sampling, requests and grades --------------------------------------------------------------------
+    def chosen(self) -> list[int]:
+        """The impressions the core samples, in time order: per partition and budget period, the i-th
+        sampled is the first impression after the (i − 1)-th whose :func:`allowance` exceeds i (it grows
+        with time within a period), found for all i at once; each one, and the impression just before it,
+        checked with the core's own rule (:func:`sampled_by`), which makes them the rule's choices."""
+        t, config, bucket = self.t, self.config, self.bucket
+        partitions = self.flow.partitions
+        share = config.budget[bucket] / partitions
+        out: list[np.ndarray] = []
+        for p in range(partitions):
+            where = np.flatnonzero(t.partition == p)
+            ts = t.ts[where]
+            position = ts / config.budget_period
+            period = np.floor(position)
+            allowed = np.minimum(share, share * (position - period) + 1.0)  # allowance(), per impression
+            bounds = np.flatnonzero(np.r_[True, period[1:] != period[:-1], True])
+            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+                spent = np.arange(math.ceil(share))
+                first = a + np.searchsorted(allowed[a:b], spent, side="right")  # allowance > i from here
+                picked = np.maximum.accumulate(first - spent) + spent  # and after the one before
+                picked = picked[picked < b]
+                for i, j in enumerate(picked.tolist()):
+                    if not sampled_by(bucket, float(ts[j]), float(i), config, partitions) or (
+                            j > a and (i == 0 or j - 1 > picked[i - 1])
+                            and sampled_by(bucket, float(ts[j - 1]), float(i), config, partitions)):
+                        raise AssertionError(f"the fold's sampling left the core's rule at impression "
+                                             f"{where[j]}")
+                out.append(where[picked])
+        return sorted(np.concatenate(out).tolist()) if out else []
+
     def sample(self) -> list[_Session]:
-        t, world, config, partitions = self.t, self.world, self.config, self.flow.partitions
-        spent: dict[tuple[int, int], float] = {}
+        t, world = self.t, self.world
         grades: dict[tuple[int, int], float] = {}  # (query, doc) -> when its grade comes (inf: never)
         out: list[_Session] = []
-        ts_all, part_all = t.ts, t.partition
         names = [r.name for r in world.rankers]
         variants = (None, "control", "canary")
-        width = config.epoch
-        for n in range(len(ts_all)):
-            ts = float(ts_all[n])
-            p = int(part_all[n])
-            period = budget_period(ts, config)
-            used = spent.get((p, period), 0.0)
-            if not sampled_by(self.bucket, used, config, partitions):
-                continue
-            spent[(p, period)] = used + 1.0
+        width = self.config.epoch
+        for n in self.chosen():
+            ts = float(t.ts[n])
             q, j, ranker = int(t.query[n]), int(t.outcome[n]), int(t.ranker[n])
             swap = bool(t.swap[n])
             served = world.shown(ranker, q, j, self.exchange if swap else None)[:self.k]
-            shadows = []  # one per shadow ranker, empty where none was sent (as none kept by the join)
+            shadows = []  # one per shadow ranker; None where none was sent
             for r in self.shadow_rankers:
-                docs = []
+                docs = None
                 if ts >= self.start and not world.hard[r, q]:
                     docs = world.shown(r, q, j, 0 if swap and r == self.exchange else None)[:self.k]
                 shadows.append((names[r], docs))
             variant = variants[int(t.variant[n])] or "control"
             session = _Session(n, ts, q, group_key(self.bucket, names[ranker], variant), served, shadows,
                                epoch_of(ts, width))
-            union = list(dict.fromkeys([*served, *(d for _, docs in shadows for d in docs)]))
+            union = list(dict.fromkeys([*served, *(d for _, docs in shadows for d in docs or ())]))
             new = [d for d in union if (q, d) not in grades]
             if new:
                 answer = self.grade_time(ts)
@@ -147,7 +168,7 @@ class _Fold:
                     grades[(q, d)] = answer
             session.arrivals = [grades[(q, d)] for d in union]
             place = {d: i for i, d in enumerate(union)}
-            session.index = [[place[d] for d in docs] for docs in (served, *(ds for _, ds in shadows))]
+            session.index = [[place[d] for d in docs or ()] for docs in (served, *(ds for _, ds in shadows))]
             out.append(session)
         self.grades = grades
         return out
@@ -213,9 +234,12 @@ class _Fold:
         self._sum(look, epochs, groups, change(served), (*SERVED, "expired"), self.epoch_deltas)
         ts = np.asarray([sessions[i].ts for i in owner])
         for slot, (name, _) in enumerate(sessions[0].shadows, start=1):
-            present = status & (lengths[:, slot] > 0) & (covered[:, slot] >= minimum)
-            fields = paired_fields(x, dcg[:, slot], (c, d), (con[:, slot], neg[:, slot]))  # type: ignore[arg-type]
-            values = np.stack([np.broadcast_to(v, x.shape) for v in fields.values()], axis=1) * present[:, None]
+            sent = status & np.asarray([sessions[i].shadows[slot - 1][1] is not None for i in owner])
+            present = sent & (lengths[:, slot] > 0) & (covered[:, slot] >= minimum)
+            fields = sent_fields(x) | paired_fields(x, dcg[:, slot], (c, d), (con[:, slot], neg[:, slot]))  # type: ignore[arg-type]
+            mask = np.asarray([sent if f.startswith("sent_") else present for f in fields]).T
+            values = np.stack([np.broadcast_to(v, x.shape) for v in fields.values()], axis=1) * mask
+            present = sent
             group = shadow_group(self.bucket, name)
             self._sum(look, epochs, [group] * len(owner), change(values), tuple(fields), self.epoch_deltas)
             for i in np.unique(look[present]).tolist():
@@ -233,8 +257,8 @@ class _Fold:
         return key
 
     @staticmethod
-    def _sum(look: np.ndarray, epochs: np.ndarray, keys: list[str], values: np.ndarray, fields: tuple[str, ...],
-             into: dict[int, list[tuple[int, str, dict[str, float]]]]) -> None:
+    def _sum(look: np.ndarray, epochs: np.ndarray, keys: list[str], values: np.ndarray,
+             fields: tuple[str, ...], into: dict[int, list[tuple[int, str, dict[str, float]]]]) -> None:
         """The rows' changes summed per (look, epoch, key), into the deltas of each look."""
         names = sorted(set(keys))
         index = {k: i for i, k in enumerate(names)}
@@ -264,7 +288,7 @@ class _Fold:
         world_levels = self.world.world.levels
         for i, s in enumerate(sessions):
             arrivals[i, :len(s.arrivals)] = s.arrivals
-            for slot, (docs, places) in enumerate(zip((s.served, *(ds for _, ds in s.shadows)), s.index,
+            for slot, (docs, places) in enumerate(zip((s.served, *(ds or [] for _, ds in s.shadows)), s.index,
                                                       strict=True)):
                 lengths[i, slot] = len(docs)
                 if docs:
@@ -307,11 +331,13 @@ class _Fold:
                     keys = epoch[part] * len(kinds) + kind[part]
                     found, counts = np.unique(keys if mask is None else keys[mask], return_counts=True)
                     for key, count in zip(found.tolist(), counts.tolist(), strict=True):
-                        cell = epochs.setdefault(key // len(kinds), {}).setdefault(groups[key % len(kinds)], Stats())
+                        by_group = epochs.setdefault(key // len(kinds), {})
+                        cell = by_group.setdefault(groups[key % len(kinds)], Stats())
                         cell[field] = cell.get(field, 0.0) + float(count)
                 for j in np.unique(kind[part]).tolist():
                     times = t.ts[part][kind[part] == j]
-                    see(seen, *arms[j], float(times[0]), float(times[-1]))
+                    arm, ranker = arms[j]
+                    see(seen, arm, ranker, float(times[0]), float(times[-1]))
             start = end
             for index, key, delta in self.epoch_deltas.get(i, ()):
                 epochs.setdefault(index, {}).setdefault(key, Stats()).add(delta)

@@ -107,7 +107,8 @@ class FlowWorld:
             part = range(start, min(s.queries, start + block))
             present, eps = _draws(world, seed, part, m, 0)
             for r in range(n):
-                noise = eps if r == 0 else _mixed(eps, _draws(world, seed, part, m, r)[1], rho[start:part.stop])
+                noise = eps if r == 0 else _mixed(eps, _draws(world, seed, part, m, r)[1],
+                                                  rho[start:part.stop])
                 top = _top(_scores(world, part, weights[r], noise), present, k)
                 docs[r, start:part.stop, :, :top.shape[2]] = top
         twins = np.stack([np.random.default_rng([seed, r, 1 << 21]).random((s.queries, s.pool)) < ranker.fresh
@@ -245,9 +246,11 @@ def _calibrate(world: World, rankers: tuple[Lister, ...], seed: int, rho: FloatA
         lo, hi = 0.0, 3.0
         if not mean_dcg(_scores(world, queries, lo, noise)) / total <= target <= mean_dcg(
                 _scores(world, queries, hi, noise)) / total:
-            raise ValueError(f"{rankers[r].name}: a ratio of {target:.3f} is not reached by a weight in [0, 3]")
+            raise ValueError(f"{rankers[r].name}: a ratio of {target:.3f} is not reached by a weight in "
+                             "[0, 3]")
         for _ in range(14):
             mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if mean_dcg(_scores(world, queries, mid, noise)) / total < target else (lo, mid)
+            below = mean_dcg(_scores(world, queries, mid, noise)) / total < target
+            lo, hi = (mid, hi) if below else (lo, mid)
         out[r] = 0.5 * (lo + hi)
     return out
