@@ -48,7 +48,8 @@ class StreamConfig:
     state_ttl: float = 3 * 86400.0       # how long session state is kept for late labels and corrections
     windows: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_WINDOWS))
     slices_per_window: int = 15          # a rolling window is the merge of this many time slices
-    budget_period: float = 3600.0        # annotation budget per bucket per this many seconds
+    budget_period: float = 3600.0        # annotation budget per bucket per this many seconds, paced over
+                                         # them (sampling.allowance)
     budget: Mapping[str, float] = field(default_factory=lambda: {"head": 2000.0, "torso": 2000.0,
                                                                  "tail": 2000.0})
     budget_unit: BudgetUnit = "sessions"  # what ``budget`` counts: sampled sessions, or documents requested

@@ -11,11 +11,12 @@ sampled while its partition's spend for its bucket in that period is below
     allowance = min(share, share · elapsed + 1)
 
 (``+ 1``: one unit of burst, so that the first impression of a period can be taken). With traffic above
-the budget the sampled sessions are spread evenly over the period: a quarter of them in each quarter of an
-hour, so the rolling windows and the canary's looks all get labelled sessions, and a deploy is measured
-within minutes rather than at the next period. Traffic below the budget is all sampled while it is spread
-over the period; a burst at the very start of a period is not all taken (the allowance has not filled
-yet), and what a period leaves unspent is lost (the next period starts from nothing).
+the budget the sampled sessions are spread evenly over the period (at 10 times the budget, 25% ± 5% of an
+hour's in each quarter of it: tests/unit/test_paced_budget.py), so the rolling windows and the canary's
+looks all get labelled sessions, and a deploy is measured within minutes rather than at the next period.
+Traffic below the budget is all sampled while it is spread over the period; a burst at the very start of
+a period is not all taken (the allowance has not filled yet), and what a period leaves unspent is lost
+(the next period starts again from the one unit of burst).
 
 Each partition keeps its own spend and ``allowance ≤ share``, so the budget is a hard cap per partition
 and period (sessions: at most ``ceil(share)``; judgments: up to one session's cost over it, as a session's
@@ -37,8 +38,9 @@ for it when its impression is processed (its early labels, its query's judgments
 spend, and so which later sessions of a period are sampled once the budget binds, depends on what other
 partitions had graded by then (docs/worker.md, "The annotation budget").
 
-Every store decides through :func:`sampled_by` (the step, ``lean.only_counted``, the Redis writer's
-``prefetch.sampled_queries``), so there is one copy of the rule.
+The rule has one copy, :func:`allowance`: the step (:func:`sampled`), ``lean.only_counted`` (through
+:func:`sampled_by`) and the Redis writer's ``prefetch.sampled_queries`` and its shortcuts (through
+:func:`may_sample` and :func:`allowance`) all read it.
 """
 
 from __future__ import annotations
