@@ -58,7 +58,7 @@ def recorded() -> list[str]:
 def test_there_are_rules_and_tests() -> None:
     assert [p.name for p in RULE_FILES] == ["annotate.yml", "canary.yml", "relevance.yml"]
     assert [p.name for p in TEST_FILES] == ["annotate_test.yml", "canary_test.yml", "relevance_test.yml"]
-    assert len(alert_blocks()) == 11 and len(recorded()) == 5
+    assert len(alert_blocks()) == 12 and len(recorded()) == 5
 
 
 @pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.name)
@@ -105,7 +105,7 @@ def test_the_monitors_direct_alerts_have_runbooks(name: str) -> None:
 def test_amtool_accepts_the_inhibitions_and_they_name_real_alerts() -> None:
     done = run(tool("amtool"), "check-config", str(ALERTMANAGER_CONFIG))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "7 inhibit rules" in done.stdout
+    assert "8 inhibit rules" in done.stdout
     known = set(alert_blocks()) | set(DIRECT)
     text = ALERTMANAGER_CONFIG.read_text()
     for pattern in re.findall(r'alertname=~?"([^"]+)"', text):
@@ -159,6 +159,9 @@ def test_alertmanager_inhibits_the_threshold_and_the_copies(alertmanager_url: st
     post(alertmanager_url, test_id, "SearchRelevanceCovariateImbalance", bucket="head", kind="canary", **pair)
     post(alertmanager_url, test_id, "SearchRelevanceCovariateImbalanceExported", bucket="head", kind="deploy",
          **pair)
+    post(alertmanager_url, test_id, "SearchRelevanceShadowCoverage", bucket="shadowed", kind="shadow", **pair)
+    post(alertmanager_url, test_id, "SearchRelevanceShadowCoverageExported", bucket="shadowed", kind="shadow",
+         **pair)
 
     expected = {
         ("SearchRelevanceCanaryRegression", "tail", "dcg"): ("active", False),
@@ -177,6 +180,8 @@ def test_alertmanager_inhibits_the_threshold_and_the_copies(alertmanager_url: st
         ("SearchRelevanceSampleRatioMismatchExported", "tail", "canary"): ("suppressed", True),
         ("SearchRelevanceCovariateImbalance", "head", "canary"): ("active", False),
         ("SearchRelevanceCovariateImbalanceExported", "head", "deploy"): ("active", False),  # another kind
+        ("SearchRelevanceShadowCoverage", "shadowed", "shadow"): ("active", False),
+        ("SearchRelevanceShadowCoverageExported", "shadowed", "shadow"): ("suppressed", True),
     }
 
     def settled() -> bool:

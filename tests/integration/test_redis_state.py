@@ -92,13 +92,16 @@ async def test_redis_state_equals_in_process_and_ignores_redelivery(redis_url: s
             assert (stats["n"], stats["x"], stats["xx"]) == pytest.approx(
                 (plain["sessions"], plain["dcg"], plain["dcg_sq"]), abs=1e-9)
     # the epochs' session statistics sum to the net totals; their impressions (every impression counted,
-    # sampled or not: the canary's sample-ratio check) to the impressions counters
+    # sampled or not: the canary's sample-ratio check) to the impressions counters; their sampled
+    # sessions (what the verdicts' settled looks wait for) lie between the two
     summed, totals = wanted.totals(), expected.totals()
     assert set(totals) <= set(summed)
     for group, stats in summed.items():
-        sessions = {name: value for name, value in stats.items() if name != "impressions"}
+        sessions = {name: value for name, value in stats.items() if name not in ("impressions", "sampled")}
         assert sessions == pytest.approx(totals.get(group, {}), abs=1e-9), group
         assert stats["impressions"] == expected.counters[Counter("impressions", group)], group
+        # every scored session was sampled, and a sampled session is one impression
+        assert stats.get("sessions", 0.0) <= stats.get("sampled", 0.0) <= stats["impressions"], group
     assert {c.group for c, n in expected.counters.items() if c.name == "impressions" and n} == set(summed)
 
 
