@@ -162,7 +162,7 @@ def frozen(history: History) -> History:
         return {i: {g: Stats(s) for g, s in groups.items()} for i, groups in epochs.items()}
 
     return History(history.width, copied(history.epochs), dict(history.seen), copied(history.queries),
-                   history.ended)
+                   history.ended, history.watermark)
 
 
 class _Run:

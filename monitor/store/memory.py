@@ -335,7 +335,8 @@ class MemoryPipeline:
             return out
 
         seen = merge_seen([part.seen for part in self.aggregates])
-        return History(self.config.epoch, summed("epochs"), seen, summed("query_epochs"), self.ended)
+        return History(self.config.epoch, summed("epochs"), seen, summed("query_epochs"), self.ended,
+                       self.watermark)
 
     def counter(self, name: str, group: str = "", label: str = "") -> float:
         """The count of ``Counter(name, group, label)`` over all partitions (0 when never counted)."""

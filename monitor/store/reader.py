@@ -104,7 +104,7 @@ class Reader:
         seen = {k: v for k, v in merge_seen(parts).items() if v[1] >= watermark - self.config.history}
         first = first_epoch(History(width, {}, seen), deploys, canary)
         if first is None or not math.isfinite(watermark):
-            return History(width, {}, seen)
+            return History(width, {}, seen, watermark=watermark)
         indices = range(max(first, epoch_of(watermark - self.config.history, width)),
                         epoch_of(watermark, width) + 1)
         kinds = ("ep", "qep") if self.config.query_history and canary.adjust_queries else ("ep",)
@@ -119,7 +119,7 @@ class Reader:
             index = indices[position % len(indices)]
             for group_name, stats in grouped(raw).items():
                 read[kind].setdefault(index, {}).setdefault(group_name, Stats()).add(stats)
-        return History(width, read["ep"], seen, read["qep"])
+        return History(width, read["ep"], seen, read["qep"], watermark=watermark)
 
     async def snapshot(self) -> Snapshot:
         """Every window's slices summed over the groups, with the counters and the running totals: two

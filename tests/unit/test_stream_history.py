@@ -168,6 +168,23 @@ def test_an_epoch_is_settled_once_it_ended_and_none_of_its_sessions_waits_for_gr
     assert pipeline.history().ended and pipeline.history().settled("tail", grace=10**6) is None
 
 
+def test_an_undeclared_impression_moves_the_streams_time_on() -> None:
+    """The stream's time is its watermark, not only the last sighting of a declared ranker: an impression
+    of an undeclared variant (only counted, as a worker's flush or mixed traffic sends) ends the epochs
+    before it, as a declared one would."""
+    pipeline = MemoryPipeline(LONG, FOUR_LEVEL_SCALE, prune_every=10**9, clock=lambda: None)
+    labelled(pipeline, "s0", 10.0, "a", "control", 3)
+    labelled(pipeline, "s1", 700.0, "a", "control", 2)
+    before = pipeline.history()
+    assert before.latest == 700.0 and before.settled("tail", grace=10**6) == 0  # epoch 1 still current
+    pipeline.submit("impressions", b"u", impression("u", 1300.0, ["u"], "tail", variant="undeclared-variant"))
+    after = pipeline.history()
+    assert after.watermark == 1300.0 and after.latest == 1300.0
+    assert after.settled("tail", grace=10**6) is None  # epochs 0 and 1 both read (2 holds no session)
+    assert after.until(1).watermark == 1300.0
+    assert History(600.0, {}, {("plain", "a"): (0.0, 50.0)}, watermark=20.0).latest == 50.0
+
+
 def test_a_look_reads_only_settled_epochs() -> None:
     """A comparison leaves out the epochs from the first one with an open session on: the canary's verdict
     counts the sessions of the settled epochs only, and all of them once the stream ended."""

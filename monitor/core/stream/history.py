@@ -77,6 +77,7 @@ class History:
     seen: Mapping[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
     queries: Mapping[int, Mapping[str, Stats]] = field(default_factory=dict)
     ended: bool = False  # the stream ended (a replay's end): no epoch will receive another session
+    watermark: float = -math.inf  # the stream's event time: its latest impression, declared or not
 
     def epoch(self, ts: float) -> int:
         return epoch_of(ts, self.width)
@@ -101,8 +102,10 @@ class History:
 
     @property
     def latest(self) -> float:
-        """The stream's latest event time: the last sighting of any ranker (−inf: none)."""
-        return max((last for _, last in self.seen.values()), default=-math.inf)
+        """The stream's latest event time: the last sighting of any ranker, or the :attr:`watermark` if
+        later (impressions only counted, of an undeclared ranker or variant, move time on too; −inf:
+        none)."""
+        return max(self.watermark, max((last for _, last in self.seen.values()), default=-math.inf))
 
     def open_sessions(self, bucket: str) -> dict[int, int]:
         """Epoch → the sampled sessions of ``bucket`` still open in it (waiting for grades, not yet
@@ -124,7 +127,7 @@ class History:
         :attr:`latest` (past it, an epoch is read even if a session of it never closed: a partition that
         stopped). So a look never reads a session whose grades are still awaited, nor an epoch only part
         of whose sessions are in (the first to be scored are those graded already: not a fair sample).
-        Once the stream :attr:`ended`, every epoch without an open session is read."""
+        Once the stream :attr:`ended` (a replay's end: every session closed), every epoch is read."""
         latest = math.inf if self.ended else self.latest
         if latest == -math.inf:
             return None
@@ -142,7 +145,7 @@ class History:
         if last is None:
             return self
         return History(self.width, {i: g for i, g in self.epochs.items() if i <= last}, self.seen,
-                       {i: q for i, q in self.queries.items() if i <= last}, self.ended)
+                       {i: q for i, q in self.queries.items() if i <= last}, self.ended, self.watermark)
 
     def totals(self, first: int | None = None, last: int | None = None) -> dict[str, Stats]:
         """Group → the sum of the epochs ``first`` … ``last`` (inclusive; None: unbounded)."""
