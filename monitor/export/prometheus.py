@@ -15,7 +15,7 @@ from prometheus_client.registry import Collector
 
 from monitor.core.canary.paired import FIELDS as PAIRED_FIELDS
 from monitor.core.stream.counters import DEAD_LETTER, LABELS_DROPPED, UNDECLARED
-from monitor.core.stream.shadow import SENT_FIELDS
+from monitor.core.stream.shadow import FOOTING_FIELDS, SENT_FIELDS
 from monitor.core.stream.snapshot import Snapshot
 from monitor.core.stream.stats import FIELDS, Stats, summarise
 from monitor.export.label_values import group_labels
@@ -60,11 +60,12 @@ LABELLED = {DEAD_LETTER: "dead_letters", LABELS_DROPPED: "labels_dropped",
 """The labelled counters of the partition (no group): each family's name → the metric family (without the
 prefix) that exports it, its label (``reason``) the counter's ``label``."""
 
-EXPORTED_STATS = (*FIELDS, *PAIRED_FIELDS, *SENT_FIELDS)
+EXPORTED_STATS = (*FIELDS, *PAIRED_FIELDS, *SENT_FIELDS, *FOOTING_FIELDS)
 """The statistics ``stat_added``/``stat_removed`` export: a served group's :data:`FIELDS`, and a paired
 group's (``bucket|candidate|shadow``) sums, ``pair_n`` … ``pair_dy_dy``, from which the paired verdicts'
-estimates can be recomputed in PromQL, and ``sent_n``, ``sent_x``, ``sent_xx`` (the sessions the candidate
-sent a list for: the shadow coverage check's)."""
+estimates can be recomputed in PromQL, ``sent_n``, ``sent_x``, ``sent_xx`` (the sessions the candidate
+sent a list for: the shadow coverage check's) and ``pair_wx``, ``pair_gx``, ``pair_wy``, ``pair_gy`` (how
+graded the two lists are: what the paired verdict allows for grades in flight)."""
 
 Family = GaugeMetricFamily | CounterMetricFamily
 

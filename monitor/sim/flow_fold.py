@@ -40,7 +40,7 @@ import numpy as np
 from monitor.core.stream.history import History, epoch_of, see
 from monitor.core.stream.sampling import sampled_by
 from monitor.core.stream.session import group_key, query_key
-from monitor.core.stream.shadow import paired_fields, sent_fields, shadow_group
+from monitor.core.stream.shadow import FOOTING_FIELDS, paired_fields, sent_fields, shadow_group
 from monitor.core.stream.stats import Stats
 from monitor.sim.flow_traffic import Flow, Traffic
 from monitor.sim.flow_world import FlowWorld
@@ -233,10 +233,16 @@ class _Fold:
         groups = [sessions[i].group for i in owner]
         self._sum(look, epochs, groups, change(served), (*SERVED, "expired"), self.epoch_deltas)
         ts = np.asarray([sessions[i].ts for i in owner])
+        discount = 1.0 / np.log2(np.arange(self.k) + 2.0)
+        shown = np.arange(self.k)[None, None, :] < lengths[:, :, None]
+        waiting = ((~graded & shown) * discount).sum(axis=2)  # (rows, lists): footing_fields' masses
+        given = ((graded & shown) * discount).sum(axis=2)
         for slot, (name, _) in enumerate(sessions[0].shadows, start=1):
             sent = status & np.asarray([sessions[i].shadows[slot - 1][1] is not None for i in owner])
             present = sent & (lengths[:, slot] > 0) & (covered[:, slot] >= minimum)
             fields = sent_fields(x) | paired_fields(x, dcg[:, slot], (c, d), (con[:, slot], neg[:, slot]))  # type: ignore[arg-type]
+            fields |= dict(zip(FOOTING_FIELDS, (waiting[:, 0], given[:, 0], waiting[:, slot], given[:, slot]),
+                               strict=True))
             mask = np.asarray([sent if f.startswith("sent_") else present for f in fields]).T
             values = np.stack([np.broadcast_to(v, x.shape) for v in fields.values()], axis=1) * mask
             present = sent

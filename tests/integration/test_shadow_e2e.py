@@ -40,7 +40,7 @@ from redis.asyncio import Redis
 from monitor.core.canary import CanaryConfig
 from monitor.core.canary.alerts import ALERTNAMES, AlertConfig, annotations_of
 from monitor.core.canary.paired import FIELDS as PAIRED_FIELDS
-from monitor.core.stream.shadow import SENT_FIELDS
+from monitor.core.stream.shadow import FOOTING_FIELDS, SENT_FIELDS
 from monitor.core.stream.stats import Stats
 from monitor.sim import SimResult, simulate
 from monitor.store.keys import Keys
@@ -141,14 +141,14 @@ def assert_paired_sums_are_the_truths(s: Shadow) -> None:
     for name, got in (("totals", totals), ("epochs", epochs)):
         assert set(got) == set(want), (name, sorted(got))
         for group, sums in want.items():
-            assert set(got[group]) == {*PAIRED_FIELDS, *SENT_FIELDS} == set(sums), (name, group, sorted(got[group]))
-            for field in (*PAIRED_FIELDS, *SENT_FIELDS):
+            assert set(got[group]) == {*PAIRED_FIELDS, *SENT_FIELDS, *FOOTING_FIELDS} == set(sums), (name, group, sorted(got[group]))
+            for field in (*PAIRED_FIELDS, *SENT_FIELDS, *FOOTING_FIELDS):
                 assert got[group][field] == pytest.approx(sums[field], rel=1e-9, abs=1e-9), (name, group, field)
     samples = parse_metrics(s.worker.metrics_text())
     for bucket in BUCKETS:
         sums = want[f"{bucket}|{s.candidate}|shadow"]
         group = (("bucket", bucket), ("ranker", s.candidate), ("variant", "shadow"))
-        for field in (*PAIRED_FIELDS, *SENT_FIELDS):
+        for field in (*PAIRED_FIELDS, *SENT_FIELDS, *FOOTING_FIELDS):
             key = tuple(sorted((*group, ("stat", field))))
             net = samples[("search_relevance_stat_added_total", key)] - \
                 samples.get(("search_relevance_stat_removed_total", key), 0.0)
@@ -170,7 +170,7 @@ def shadow_rows(rows: list[dict[str, Any]], s: Shadow) -> dict[tuple[str, str], 
     for r in rows:
         assert (r["kind"], r["baseline"], r["candidate"]) == ("shadow", "served", s.candidate), r
         assert r["n_baseline"] == r["n_candidate"], r
-        assert [(c["name"], c["applicable"]) for c in r["checks"]] == [
+        assert [(c["name"], c.get("applicable", True)) for c in r["checks"]] == [
             ("sample_ratio", False), ("covariate_balance", False), ("shadow_coverage", True)], r
         assert not r["checks"][2]["flagged"], r  # the candidate's list on every request
     return {(r["bucket"], r["metric"]): r for r in rows}

@@ -53,7 +53,7 @@ def served_only(result: SimResult) -> list[SimEvent]:
 
 
 def paired_truth(result: SimResult) -> dict[str, dict[str, float]]:
-    """Per ``bucket|candidate|shadow`` group, the 20 paired sums from the ground truth (each session's
+    """Per ``bucket|candidate|shadow`` group, the paired sums from the ground truth (each session's
     shadow lists with the scores they were sent with: no stream code)."""
     lists = {sid: [(x.ranker, list(x.doc_ids)) for x in s.shadow] for sid, s in result.sessions.items()}
     scores = {sid: {x.ranker: list(x.scores) for x in s.shadow} for sid, s in result.sessions.items()}

@@ -4,6 +4,8 @@ code).
 
 from __future__ import annotations
 
+import math
+
 from monitor.core.metrics import dcg, ndcg, pair_counts
 from monitor.core.stream.config import StreamConfig
 
@@ -86,7 +88,7 @@ def recompute_paired(result, shadows: dict[str, list[tuple[str, list[str]]]],  #
     a scored session (its served top k reaches the coverage minimum with its final grades) adds, for each
     shadow list it carried, ``sent_n`` = 1 and its served DCG@k (``sent_x``, ``sent_xx``: issue 42), and where
     the list's top k reaches the minimum too, its served and shadow DCG@k and (concordant, discordant) pairs,
-    and their products
+    their products, and each list's discount mass of ranks without and with a final grade (issue 42)
     (``shadows``: each session's shadow lists; ``scores``: session id → candidate → its list's scores, as
     sent; a list without them is ranked by position. The simulator's scores have four decimals, so a
     list can tie two documents: such a pair is score-tied, neither concordant nor discordant; no stream
@@ -108,12 +110,20 @@ def recompute_paired(result, shadows: dict[str, list[tuple[str, list[str]]]],  #
             y, cy, dy = _dcg_and_pairs(top, ranks, labels, k)
             values = {"x": x, "y": y, "cx": cx, "dx": dx, "cy": cy, "dy": dy}
             row = {"pair_n": 1.0, **{f"pair_{n}": v for n, v in values.items()},
-                   "pair_xx": x * x, "pair_yy": y * y, "pair_xy": x * y}
+                   "pair_xx": x * x, "pair_yy": y * y, "pair_xy": x * y,
+                   **_footing(served, labels, k, "x"), **_footing(top, labels, k, "y")}
             parts = ["cx", "dx", "cy", "dy"]
             row.update({f"pair_{a}_{b}": values[a] * values[b] for i, a in enumerate(parts) for b in parts[i:]})
             for name, value in row.items():
                 sums[name] = sums.get(name, 0.0) + value
     return out
+
+
+def _footing(docs: list[str], labels: dict[str, int], k: int, side: str) -> dict[str, float]:
+    """The discount mass of the top k's ranks without a final grade (``pair_w…``) and with one (``pair_g…``)."""
+    discounts = [(d in labels, 1.0 / math.log2(i + 2)) for i, d in enumerate(docs[:k])]
+    return {f"pair_w{side}": sum(w for graded, w in discounts if not graded),
+            f"pair_g{side}": sum(w for graded, w in discounts if graded)}
 
 
 def _dcg_and_pairs(docs: list[str], scores: list[float], labels: dict[str, int],

@@ -17,6 +17,7 @@ from monitor.core.canary.paired import (
     FIELDS,
     PNR_FIELDS,
     Moments,
+    footing_slack,
     log_ratio,
     paired_estimate,
     paired_stats,
@@ -24,6 +25,7 @@ from monitor.core.canary.paired import (
 from monitor.core.canary.paired_paths import judge_paired, paired_path, paired_verdict_path
 from monitor.core.canary.sequential import half_widths
 from monitor.core.canary.verdict_paths import PASS, REGRESSION
+from monitor.core.stream.shadow import FOOTING_FIELDS
 from monitor.core.stream.stats import Stats
 
 CONFIG = CanaryConfig()
@@ -363,3 +365,84 @@ def test_aa_false_regressions_of_the_pair_stay_below_alpha_with_each_metric_at_h
     for d, p in ((dcg, pnr), (dcg_before, pnr_before)):  # the union: near the sum, not the max
         assert float((d | p).mean()) >= 0.9 * float(d.mean() + p.mean())
         assert float((d | p).mean()) > 1.3 * float(max(d.mean(), p.mean()))
+
+
+# -- grades in flight: the footing slack (issue 42) -----------------------------------------------------------
+def _slack_by_hand(sx: float, sy: float, wx: float, gx: float, wy: float, gy: float) -> float:
+    """The slack of the docstring's formula, written out: each ungraded rank valued at the mean gain per
+    unit of discount of the graded ranks of both lists."""
+    if sx <= 0 or sy <= 0 or gx + gy <= 0:
+        return 0.0
+    g = (sx + sy) / (gx + gy)
+    return math.log((sy + g * wy) / (sx + g * wx)) - math.log(sy / sx)
+
+
+@pytest.mark.parametrize("sums", [
+    (100.0, 90.0, 0.0, 50.0, 5.0, 45.0),  # the shadow lacks grades: > 0, its DCG may rise
+    (100.0, 90.0, 5.0, 45.0, 0.0, 50.0),  # the served lists lack them: < 0
+    (100.0, 90.0, 3.0, 47.0, 3.0, 47.0),  # both alike: a small shift toward no change only
+    (100.0, 90.0, 0.0, 50.0, 0.0, 50.0),  # every rank graded: 0
+    (0.0, 90.0, 0.0, 50.0, 5.0, 45.0),  # a sum at 0: nothing to say
+    (100.0, 90.0, 4.0, 0.0, 4.0, 0.0),  # nothing graded: 0
+])
+def test_the_footing_slack_is_its_formula_with_its_signs(sums: tuple[float, ...]) -> None:
+    sx, sy, *footing = sums
+    got = float(footing_slack(sx, sy, footing))
+    assert got == pytest.approx(_slack_by_hand(*sums), abs=1e-12)
+    wx, wy, valid = footing[0], footing[2], sx > 0 and sy > 0 and footing[1] + footing[3] > 0
+    assert (got > 0) == (valid and wy / sy > wx / sx)  # the shadow lacks more for its DCG: it may rise
+    assert (got < 0) == (valid and wy / sy < wx / sx)
+    if sums[2:] == (3.0, 47.0, 3.0, 47.0):
+        assert 0 < got < 0.01
+
+
+def test_the_footing_slack_broadcasts_over_looks() -> None:
+    sx, sy = np.array([10.0, 20.0, 30.0]), np.array([9.0, 19.0, 29.0])
+    footing = np.array([[0.0, 5.0, 1.0, 4.0], [0.0, 10.0, 1.0, 9.0], [0.0, 15.0, 0.0, 15.0]])
+    got = footing_slack(sx, sy, footing)
+    assert got.shape == (3,)
+    assert list(got) == pytest.approx([_slack_by_hand(a, b, *f) for a, b, f in zip(sx, sy, footing, strict=True)])
+
+
+def _footing(n: int, lacking_x: float, lacking_y: float) -> np.ndarray:
+    """Cumulative footing sums of ``n`` sessions of 10 ranks whose first ranks' discount mass ``lacking``
+    of each list is without a grade."""
+    full = sum(1.0 / math.log2(i + 2.0) for i in range(10))
+    per = np.array([lacking_x, full - lacking_x, lacking_y, full - lacking_y])
+    return per * float(n)
+
+
+def test_a_regression_is_not_called_on_shadow_documents_still_without_grades() -> None:
+    """A shadow 8% below the served lists because a share of its ranks have no grade yet: without the
+    footing the verdict is a regression; with it (the shadow lacks what would make up the gap) not, and the
+    reason says why. The served lists lacking them instead: the regression stands."""
+    rng = np.random.default_rng(42)
+    x, y = world(rng, (4000,), drop=0.08)
+    sums = dcg_sums(x, y).sum(axis=0)[None, :]
+    plain = paired_path(sums, "dcg", CONFIG, HEAD_BOUND)
+    assert plain.path.code[-1] == REGRESSION
+    late = paired_path(sums, "dcg", CONFIG, HEAD_BOUND, _footing(4000, 0.0, 0.45)[None, :])
+    assert late.slack is not None and float(late.slack[-1]) > 0.08
+    assert late.path.code[-1] != REGRESSION
+    assert late.path.upper[-1] > 0 and late.path.lower[-1] == pytest.approx(plain.path.lower[-1], rel=1e-12)
+    served_late = paired_path(sums, "dcg", CONFIG, HEAD_BOUND, _footing(4000, 0.45, 0.0)[None, :])
+    assert served_late.path.code[-1] == REGRESSION
+    assert served_late.path.upper[-1] == pytest.approx(plain.path.upper[-1], rel=1e-12)
+    assert served_late.path.lower[-1] < plain.path.lower[-1]
+    epochs = {0: {**dict(zip(DCG_FIELDS, dcg_sums(x, y).sum(axis=0), strict=True)),
+                  **dict(zip(FOOTING_FIELDS, _footing(4000, 0.0, 0.45), strict=True))}}
+    found = judge_paired(epochs, CONFIG, "dcg", "head")
+    assert found.verdict != "regression" and "grades in flight" in found.reason
+
+
+def test_a_pass_is_unaffected_when_the_candidate_lacks_grades_and_withheld_when_the_served_lists_do() -> None:
+    rng = np.random.default_rng(43)
+    x, y = world(rng, (6000,))
+    sums = dcg_sums(x, y).sum(axis=0)[None, :]
+    assert paired_path(sums, "dcg", CONFIG, HEAD_BOUND).path.code[-1] == PASS
+    assert paired_path(sums, "dcg", CONFIG, HEAD_BOUND, _footing(6000, 0.0, 0.45)[None, :]).path.code[-1] == PASS
+    withheld = paired_path(sums, "dcg", CONFIG, HEAD_BOUND, _footing(6000, 0.45, 0.0)[None, :])
+    assert withheld.path.code[-1] != PASS
+    # PNR counts pairs of graded documents only: no slack
+    pnr = paired_path(np.ones((1, len(PNR_FIELDS))), "pnr", CONFIG, None, _footing(1, 0.45, 0.0)[None, :])
+    assert pnr.slack is not None and not np.any(pnr.slack)

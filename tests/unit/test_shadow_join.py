@@ -19,7 +19,7 @@ from monitor.core.stream.config import StreamConfig
 from monitor.core.stream.counters import Counter
 from monitor.core.stream.join import step
 from monitor.core.stream.session import SessionRecord
-from monitor.core.stream.shadow import SENT_FIELDS, paired_fields
+from monitor.core.stream.shadow import FOOTING_FIELDS, SENT_FIELDS, paired_fields
 from monitor.core.stream.transition import Loaded, Transition
 from monitor.sim import SimConfig, simulate
 from monitor.store.memory import MemoryPipeline
@@ -74,7 +74,9 @@ def test_a_hand_built_session_gives_the_expected_paired_fields() -> None:
             "pair_cx": 2, "pair_dx": 1, "pair_cy": 2, "pair_dy": 1,
             "pair_cx_cx": 4, "pair_cx_dx": 2, "pair_cx_cy": 4, "pair_cx_dy": 2, "pair_dx_dx": 1,
             "pair_dx_cy": 2, "pair_dx_dy": 1, "pair_cy_cy": 4, "pair_cy_dy": 2, "pair_dy_dy": 1,
-            "sent_n": 1, "sent_x": x, "sent_xx": x * x}  # sent: what the coverage check reads
+            "sent_n": 1, "sent_x": x, "sent_xx": x * x,  # sent: what the coverage check reads
+            "pair_wx": 0.0, "pair_gx": 1 + 1 / math.log2(3) + 1 / 2,  # every rank graded: nothing waits
+            "pair_wy": 0.0, "pair_gy": 1 + 1 / math.log2(3) + 1 / 2}
     assert got == pytest.approx(want, abs=1e-12) and set(got) == set(want)
     assert record.shadow_contributions == {GROUP: got}
     assert (Counter("shadow_scored", GROUP), 1.0) in t.counters
@@ -329,7 +331,7 @@ def test_the_exporter_exports_paired_sums_and_counts_and_no_served_gauge_for_a_p
     net: dict[str, dict[str, float]] = {}
     for s in group_samples:
         if s.name.startswith("search_relevance_stat_"):
-            assert s.labels["stat"] in (*paired.FIELDS, *SENT_FIELDS), s
+            assert s.labels["stat"] in (*paired.FIELDS, *SENT_FIELDS, *FOOTING_FIELDS), s
             sign = 1.0 if s.name == "search_relevance_stat_added_total" else -1.0
             group = net.setdefault(f"{s.labels['bucket']}|{s.labels['ranker']}|shadow", {})
             group[s.labels["stat"]] = group.get(s.labels["stat"], 0.0) + sign * s.value

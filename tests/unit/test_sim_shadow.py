@@ -13,7 +13,7 @@ from monitor.core.canary.paired import FIELDS as PAIRED_FIELDS
 from monitor.core.decoding import decode_event
 from monitor.core.events import Impression
 from monitor.core.grades import FOUR_LEVEL_SCALE
-from monitor.core.stream.shadow import SENT_FIELDS
+from monitor.core.stream.shadow import FOOTING_FIELDS, SENT_FIELDS
 from monitor.sim import ShadowSpec, SimConfig, SimResult, dcg_of_levels, simulate
 from monitor.store.memory import MemoryPipeline
 from tests.support.simulated import CONFIG, recompute_paired
@@ -105,8 +105,8 @@ def test_the_streams_paired_sums_are_those_of_the_final_grades(run: SimResult) -
     assert set(totals) == set(want) == {f"{b}|{c}|shadow" for b in ("head", "torso", "tail")
                                         for c in ("equal", "worse", "broken")}
     for group, sums in want.items():
-        assert set(sums) == {*PAIRED_FIELDS, *SENT_FIELDS}, group
-        for field in PAIRED_FIELDS:  # the pairs too: the lists' scores (four decimals) tie some documents
+        assert set(sums) == {*PAIRED_FIELDS, *SENT_FIELDS, *FOOTING_FIELDS}, group
+        for field in (*PAIRED_FIELDS, *FOOTING_FIELDS):  # the pairs too: the lists' scores (four decimals) tie some documents
             assert totals[group][field] == pytest.approx(sums[field], rel=1e-9, abs=1e-9), (group, field)
 
     def ratio(group: str) -> float:

@@ -23,7 +23,8 @@ RANKERS = (Lister("ranker-a"), Lister("ranker-b"), Lister("eq"), Lister("fresh",
 BUDGET = {"head": 200.0, "torso": 200.0, "tail": 200.0}
 READ = ("sessions", "dcg", "dcg_sq", "concordant", "discordant", "pnr_con_sq", "pnr_neg_sq", "pnr_con_neg",
         "expired", "impressions", "sampled", "sent_n", "sent_x", "sent_xx", "pair_n", "pair_x", "pair_y",
-        "pair_xx", "pair_yy", "pair_xy", "pair_cx", "pair_dx", "pair_cy", "pair_dy", "pair_cx_dy")
+        "pair_xx", "pair_yy", "pair_xy", "pair_cx", "pair_dx", "pair_cy", "pair_dy", "pair_cx_dy", "pair_wx",
+        "pair_gx", "pair_wy", "pair_gy")
 
 
 @pytest.fixture(scope="module", params=["head", "tail"])

@@ -72,6 +72,32 @@ def paired_stats(served_dcg: float, shadow_dcg: float, served_pairs: tuple[float
     return paired_fields(x, y, served, shadow)
 
 
+def footing_slack(x: npt.ArrayLike, y: npt.ArrayLike, footing: npt.ArrayLike) -> FloatArray:
+    """Per element, how much θ = log(ȳ / x̄) may move once the documents the two lists show without a grade
+    are graded (issue 42), from the sums Σx, Σy and the footing sums (..., 4) in the order of
+    :data:`~monitor.core.stream.shadow.FOOTING_FIELDS`: Σw_x, Σg_x, Σw_y, Σg_y (each list's discount mass of
+    ranks without and with a grade). Each missing document is valued at what a graded one brings per unit
+    of discount, ĝ = (Σx + Σy) / (Σg_x + Σg_y), so
+
+        c = log((Σy + ĝ Σw_y) / (Σx + ĝ Σw_x)) − log(Σy / Σx):
+
+    > 0 when the candidate's lists lack more for their DCG (Σw_y / Σy > Σw_x / Σx: documents nobody graded
+    yet, their grades late), < 0 the reverse, small when both lack alike (a shift toward no change); 0
+    where a sum is 0 (nothing to say).
+
+    >>> round(float(footing_slack(100.0, 90.0, [0.0, 50.0, 5.0, 45.0])), 4)  # ĝ = 2: −10.5% may be 0
+    0.1054
+    """
+    sx, sy = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    f = np.asarray(footing, dtype=np.float64)
+    wx, gx, wy, gy = (f[..., i] for i in range(4))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = (sx + sy) / (gx + gy)
+        c = np.log((sy + g * wy) / (sx + g * wx)) - np.log(sy / sx)
+    out: FloatArray = np.where((sx > 0) & (sy > 0) & (gx + gy > 0) & np.isfinite(c), c, 0.0)
+    return out
+
+
 def sums_of(stats: Mapping[str, float], metric: str) -> tuple[float, ...]:
     """The fields ``metric`` ("dcg" or "pnr") reads, in the order of :data:`DCG_FIELDS` or
     :data:`PNR_FIELDS`; a missing second moment of sums with sessions is NaN (no variance, not a wrong

@@ -51,7 +51,7 @@ from monitor.core.canary.bounds import interval, with_bounds, zero_mean_upper
 from monitor.core.canary.config import CanaryConfig
 from monitor.core.canary.judging import Judged, verdict_of
 from monitor.core.canary.metric_paths import guarded
-from monitor.core.canary.paired import WEIGHTS, Moments, log_ratio, sums_of
+from monitor.core.canary.paired import WEIGHTS, Moments, footing_slack, log_ratio, sums_of
 from monitor.core.canary.sequential import Mixture
 from monitor.core.canary.verdict import Verdict
 from monitor.core.canary.verdict_paths import (
@@ -63,6 +63,7 @@ from monitor.core.canary.verdict_paths import (
     log_mean_path,
     sticky_path,
 )
+from monitor.core.stream.shadow import FOOTING_FIELDS
 
 BoolArray = npt.NDArray[np.bool_]
 IDENTICAL = 1e-12  # Σ(y − x)² at or below this share of Σx² + Σy²: float dust, the lists are identical
@@ -83,6 +84,7 @@ class Paired:
     identical: BoolArray
     served: tuple[LogPath, ...]
     shadow: tuple[LogPath, ...]
+    slack: FloatArray | None = None  # how far the grades still missing may move θ (log scale)
 
 
 def _identical(m: Moments, metric: str) -> BoolArray:
@@ -158,14 +160,22 @@ def _decide(effect: EffectPath, same: BoolArray, config: CanaryConfig) -> Verdic
     return sticky_path(path, config) if config.sticky else path
 
 
-def paired_path(sums: npt.ArrayLike, metric: str, config: CanaryConfig, bound: float | None) -> Paired:
+def paired_path(sums: npt.ArrayLike, metric: str, config: CanaryConfig, bound: float | None,
+                footing: npt.ArrayLike | None = None) -> Paired:
     """The paired verdict along the looks from cumulative sums (..., looks, fields), fields in the order of
     :data:`.paired.DCG_FIELDS` ("dcg") or :data:`.paired.PNR_FIELDS` ("pnr"); ``bound``: the largest DCG@k
-    (DCG) or pair count (PNR) of a session (None: no exact bounds)."""
+    (DCG) or pair count (PNR) of a session (None: no exact bounds); ``footing``: the cumulative footing
+    sums (..., looks, 4) (:data:`~monitor.core.stream.shadow.FOOTING_FIELDS`): DCG's interval is widened by
+    what the documents one list lacks grades for more than the other could change
+    (:func:`.paired.footing_slack`; PNR counts pairs among graded documents only and needs none)."""
     if metric not in ("dcg", "pnr"):
         raise ValueError(f"metric: {metric!r} is not one of dcg, pnr")
     m = Moments.of(sums, metric)
     effect, same, served, shadow = _effect(m, metric, config, bound)
+    slack = np.zeros(np.shape(m.n))
+    if metric == "dcg" and footing is not None:
+        slack = footing_slack(m.sums[..., 0], m.sums[..., 1], footing)
+        effect = replace(effect, slack=slack)
     path = _decide(effect, same, config)
     if metric == "pnr":
         pairs = Moments.of(sums, "pairs")
@@ -175,7 +185,7 @@ def paired_path(sums: npt.ArrayLike, metric: str, config: CanaryConfig, bound: f
         empty = (none if pairs_y.zero is None else pairs_y.zero) & ~(none if pairs_x.zero is None
                                                                      else pairs_x.zero)
         path, _ = guarded(path, guard, empty)
-    return Paired(path, np.asarray(m.n, dtype=np.float64), same, served, shadow)
+    return Paired(path, np.asarray(m.n, dtype=np.float64), same, served, shadow, slack)
 
 
 def _problem(found: Paired, metric: str, has_bound: bool) -> str:
@@ -198,17 +208,19 @@ def _problem(found: Paired, metric: str, has_bound: bool) -> str:
 
 
 def _looks(epochs: Mapping[int, Mapping[str, float]], metric: str,
-           looks: Sequence[int] | None) -> tuple[list[int], FloatArray]:
+           looks: Sequence[int] | None) -> tuple[list[int], FloatArray, FloatArray]:
+    """The looks' epochs, and per look the cumulative sums ``metric`` reads and the footing sums."""
     indices = sorted(epochs) if looks is None else sorted(looks)
     if not indices:
         indices = [0]
     width = len(sums_of({}, metric))
-    out = np.zeros((len(indices), width))
+    out, footing = np.zeros((len(indices), width)), np.zeros((len(indices), len(FOOTING_FIELDS)))
     for e, stats in epochs.items():
         at = int(np.searchsorted(indices, e))
         if at < len(indices):
             out[at] += np.asarray(sums_of(stats, metric), dtype=np.float64)
-    return indices, np.cumsum(out, axis=0)
+            footing[at] += [stats.get(f, 0.0) for f in FOOTING_FIELDS]
+    return indices, np.cumsum(out, axis=0), np.cumsum(footing, axis=0)
 
 
 def _slice(path: VerdictPath, end: int) -> VerdictPath:
@@ -233,6 +245,12 @@ def _verdict_at(found: Paired, end: int, indices: Sequence[int], metric: str, ha
                   tuple(_head(p, end) for p in found.served), tuple(_head(p, end) for p in found.shadow))
     note = ("the shadow list scored the same as the served one in every session: bounded exactly"
             if bool(head.identical[-1]) else "")
+    slack = 0.0 if found.slack is None else float(np.atleast_1d(found.slack)[:end][-1])
+    if abs(slack) >= 0.001:
+        whose = "the shadow lists" if slack > 0 else "the served lists"
+        note = (f"{note}; " if note else "") + (
+            f"{whose} show more documents without a grade yet (grades in flight), which could move the "
+            f"change by {math.expm1(slack):+.1%} once graded: the interval allows for it")
     judged = Judged(head.path, head.n, head.n, note, _problem(head, metric, has_bound))
     total = round(float(head.n[-1]))
     return verdict_of(judged, indices[:end], width, latest, config, total, total)
@@ -246,9 +264,9 @@ def paired_verdict_path(epochs: Mapping[int, Mapping[str, float]], config: Canar
     last): the sticky :class:`.verdict.Verdict` a look then gives. ``bucket`` picks the bound of a
     session's DCG or pairs (:mod:`.bounds`); ``width`` (an epoch's seconds) and ``latest`` (the last event
     time) date a change, as in :func:`.judging.judge`."""
-    indices, sums = _looks(epochs, metric, looks)
+    indices, sums, footing = _looks(epochs, metric, looks)
     bound = _bound(config, metric, bucket)
-    found = paired_path(sums, metric, config, bound)
+    found = paired_path(sums, metric, config, bound, footing)
     return [_verdict_at(found, end, indices, metric, bound is not None, config, width, latest)
             for end in range(1, len(indices) + 1)]
 
@@ -258,7 +276,7 @@ def judge_paired(epochs: Mapping[int, Mapping[str, float]], config: CanaryConfig
                  latest: float = math.inf) -> Verdict:
     """The paired verdict of the shadow lists against the served ones on ``metric`` at the last look
     (:func:`paired_verdict_path`)."""
-    indices, sums = _looks(epochs, metric, looks)
+    indices, sums, footing = _looks(epochs, metric, looks)
     bound = _bound(config, metric, bucket)
-    found = paired_path(sums, metric, config, bound)
+    found = paired_path(sums, metric, config, bound, footing)
     return _verdict_at(found, len(indices), indices, metric, bound is not None, config, width, latest)

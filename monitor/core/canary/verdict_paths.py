@@ -205,6 +205,9 @@ class EffectPath:
     n_candidate: FloatArray
     lower_bound: FloatArray | None = None
     upper_bound: FloatArray | None = None
+    slack: FloatArray | None = None
+    """Per look, how much θ may still move as grades not yet given come (log scale: > 0 up, < 0 down;
+    :func:`.paired.footing_slack`); the interval is widened by it on its side. None: none."""
 
     @staticmethod
     def of(baseline: LogPath, candidate: LogPath) -> EffectPath:
@@ -228,12 +231,18 @@ def effect_verdict_path(effect: EffectPath, config: CanaryConfig) -> VerdictPath
       interval.
 
     ``evidence`` is log Λ(0) of the mixture, as before: ≥ log(1 / ``sequence_alpha``) when the lower end
-    is above 0, ≥ log(1 / ``regression_sequence_alpha``) when the upper end is below 0."""
+    is above 0, ≥ log(1 / ``regression_sequence_alpha``) when the upper end is below 0. With a ``slack``
+    (the grades one list still misses more than the other: a paired comparison's) each end is moved by it
+    on its side: a regression is not called on documents that may yet prove relevant."""
     theta, v = _f(effect.theta), _f(effect.variance)
     usable = np.isfinite(theta) & np.isfinite(v) & (v > 0)
     variance = np.where(usable, v, np.nan)
     below = half_widths(variance, config.mixture, config.sequence_alpha)
     above = half_widths(variance, config.mixture, config.regression_sequence_alpha)
+    slack = np.zeros(theta.shape)
+    if effect.slack is not None:  # grades still missing may move θ: the interval widened on that side
+        slack = np.where(np.isfinite(_f(effect.slack)), _f(effect.slack), 0.0)
+    below, above = below - np.minimum(slack, 0.0), above + np.maximum(slack, 0.0)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         evidence = np.where(usable, log_ratios(np.where(usable, theta, 0.0), v, config.mixture), np.nan)
         estimate = np.where(np.isposinf(theta), np.nan, np.expm1(theta))
@@ -243,9 +252,9 @@ def effect_verdict_path(effect: EffectPath, config: CanaryConfig) -> VerdictPath
     if effect.lower_bound is not None and effect.upper_bound is not None:
         lo, hi = _f(effect.lower_bound), _f(effect.upper_bound)
         bounded = ~usable & ~np.isnan(lo) & ~np.isnan(hi) & (np.isfinite(lo) | np.isfinite(hi))
-        with np.errstate(over="ignore"):
-            lower = np.where(bounded, np.expm1(lo), lower)
-            upper = np.where(bounded, np.expm1(hi), upper)
+        with np.errstate(over="ignore", invalid="ignore"):
+            lower = np.where(bounded, np.expm1(lo + np.minimum(slack, 0.0)), lower)
+            upper = np.where(bounded, np.expm1(hi + np.maximum(slack, 0.0)), upper)
         # open below: the candidate's statistic is 0, a drop of 100%; open above: no finite estimate
         estimate = np.where(bounded, np.where(np.isneginf(lo), -1.0, np.nan), estimate)
     enough = ((_f(effect.n_baseline) >= config.min_sessions) & (_f(effect.n_candidate) >= config.min_sessions)

@@ -22,7 +22,8 @@ So the paired sums, like the served ones, depend only on each session's impressi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
 
 from monitor.core.events import Impression
 from monitor.core.judged import JudgedList
@@ -83,6 +84,34 @@ def coverage(docs: list[str], grades: Mapping[str, int]) -> float:
 
 
 SENT_FIELDS = ("sent_n", "sent_x", "sent_xx")
+FOOTING_FIELDS = ("pair_wx", "pair_gx", "pair_wy", "pair_gy")
+
+
+def footing_fields(served: Sequence[bool], shadow: Sequence[bool]) -> dict[str, float]:
+    """How graded a pair's two lists are (issue 42): per list the discount mass, Σ 1 / log2(i + 1), of its
+    ranks i ≤ k without a grade (``pair_wx`` served, ``pair_wy`` shadow) and with one (``pair_gx``,
+    ``pair_gy``), from each rank's graded flag. A document without a grade counts 0 in DCG@k; when one
+    list has more of them than the other (a candidate showing documents nobody graded yet, their grades
+    late), the paired verdict allows for what they could add (:mod:`monitor.core.canary.paired_paths`).
+
+    >>> footing_fields([True, False], [True, True])
+    {'pair_wx': 0.6309297535714575, 'pair_gx': 1.0, 'pair_wy': 0.0, 'pair_gy': 1.6309297535714575}
+    """
+    def masses(graded: Sequence[bool]) -> tuple[float, float]:
+        discounts = _DISCOUNTS if len(graded) <= len(_DISCOUNTS) else _discounts(len(graded))
+        waiting = sum((discounts[i] for i, g in enumerate(graded) if not g), 0.0)
+        return waiting, sum((discounts[i] for i, g in enumerate(graded) if g), 0.0)
+
+    wx, gx = masses(served)
+    wy, gy = masses(shadow)
+    return dict(zip(FOOTING_FIELDS, (wx, gx, wy, gy), strict=True))
+
+
+def _discounts(n: int) -> tuple[float, ...]:
+    return tuple(1.0 / math.log2(i + 2.0) for i in range(n))
+
+
+_DISCOUNTS = _discounts(256)
 
 
 def sent_fields(x: float) -> dict[str, float]:
@@ -100,6 +129,7 @@ def paired(record: SessionRecord, served: Mapping[str, float], judge: Judge,
     list reaches ``min_coverage``."""
     grades = record.effective()
     out: dict[str, dict[str, float]] = {}
+    served_graded = [d in grades for d in record.docs[:record.k]]
     for ranker, docs in record.shadow_docs.items():
         fields = sent_fields(served["dcg"])
         if docs and coverage(docs, grades) >= min_coverage:
@@ -107,6 +137,7 @@ def paired(record: SessionRecord, served: Mapping[str, float], judge: Judge,
             fields.update(paired_fields(served["dcg"], shadow["dcg"],
                                         (served["concordant"], served["discordant"]),
                                         (shadow["concordant"], shadow["discordant"])))
+            fields.update(footing_fields(served_graded, [d in grades for d in docs[:record.k]]))
         out[shadow_group(record.bucket, ranker)] = fields
     return out
 
