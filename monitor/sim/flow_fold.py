@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -53,6 +54,21 @@ def parsed(cells: dict[str, Stats]) -> list[tuple[str, str, str, float, float, f
     """One epoch's per-query cells (of one bucket) as :attr:`History.query_rows` holds them, parsed by it."""
     found = History(1.0, {}, {}, {0: cells}).query_rows
     return [row for by_epoch in found.values() for row in by_epoch.get(0, [])]
+
+
+def forget(memo: dict[str, Any], bucket: str, changed: set[int], covariates: bool) -> None:
+    """Drop from a memo carried from look to look (and from the memos of its :meth:`History.until` views)
+    what :mod:`monitor.core.canary.covariates` derived from the epochs that ``changed`` (and everything
+    derived from the covariates when ``covariates``: an epoch of their window changed)."""
+    for cache in (memo, *(v for k, v in memo.items() if k.startswith("until:"))):
+        if covariates:
+            cache.pop("covariates", None)
+            cache.pop("covariate_sums", None)
+        grouped, sums, covariate = (cache.get(name, {}) for name in ("rows", "query_sums", "covariate_sums"))
+        for index in changed:
+            grouped.pop((bucket, index), None)
+            sums.pop(index, None)
+            covariate.pop(index, None)
 
 
 Look = Callable[[float, History], None]
@@ -326,7 +342,8 @@ class _Fold:
         queries: dict[int, dict[str, Stats]] = {}
         seen: dict[tuple[str, str], tuple[float, float]] = {}
         rows: dict[str, dict[int, list[tuple[str, str, str, float, float, float]]]] = {}
-        memo: dict[str, object] = {}
+        memo: dict[str, Any] = {}
+        parsed_cells: dict[int, dict[str, tuple[str, str, str, float, float, float]]] = {}  # epoch: key: row
         first = epoch_of(self.start, width)  # every covariate window ends at or before it
         start = 0
         for i in range(len(self.looks) + 1):
@@ -347,14 +364,16 @@ class _Fold:
             start = end
             for index, key, delta in self.epoch_deltas.get(i, ()):
                 epochs.setdefault(index, {}).setdefault(key, Stats()).add(delta)
-            changed = set()
+            touched: dict[int, dict[str, None]] = {}
             for index, key, delta in self.query_deltas.get(i, ()):
                 queries.setdefault(index, {}).setdefault(key, Stats()).add(delta)
-                changed.add(index)
-            for index in changed:  # History.query_rows of the epochs that changed, parsed again
-                rows.setdefault(self.bucket, {})[index] = parsed(queries[index])
-            if changed and min(changed) < first:  # a covariate's window may have changed
-                memo = {}
+                touched.setdefault(index, {})[key] = None
+            for index, cells in touched.items():  # History.query_rows of the cells that changed, parsed again
+                by_key = parsed_cells.setdefault(index, {})
+                by_key.update(zip(cells, parsed({key: queries[index][key] for key in cells}), strict=True))
+                rows.setdefault(self.bucket, {})[index] = list(by_key.values())
+            changed = set(touched)
+            forget(memo, self.bucket, changed, bool(changed) and min(changed) < first)
             for arm, ranker, ts in self.sightings.get(i, ()):
                 see(seen, arm, ranker, ts)
             if i < len(self.looks):

@@ -45,7 +45,7 @@ import numpy as np
 
 from monitor.core.canary.checks import Check, balance_check
 from monitor.core.canary.config import CanaryConfig
-from monitor.core.canary.covariates import Adjustment, with_covariate
+from monitor.core.canary.covariates import Adjustment
 from monitor.core.canary.matched import WIDTHS, fields_of
 from monitor.core.canary.metric_paths import dcg_paths, pnr_paths
 from monitor.core.canary.verdict import Verdict, VerdictName, reason
@@ -158,17 +158,18 @@ def _pnr_problem(components: tuple[tuple[LogPath, LogPath], tuple[LogPath, LogPa
     return NO_VARIANCE
 
 
+def _itself(sums: np.ndarray) -> np.ndarray:
+    return sums
+
+
 def _judge_dcg(looks: Looks, config: CanaryConfig, bound: float | None,
                adjust: Adjustment | None) -> Judged:
     base, cand = looks.arms("dcg")
     base_c = cand_c = None
     share = 0.0
     if adjust is not None and adjust.covariate:
-        def covariate_values(by_query: Mapping[str, Any]) -> np.ndarray:
-            return with_covariate(by_query, adjust.covariate)
-
-        base_c = looks.place(adjust.baseline, covariate_values, 6, looks.grows)
-        cand_c = looks.place(adjust.candidate, covariate_values, 6, True)
+        base_c = looks.place(adjust.baseline, _itself, 6, looks.grows)
+        cand_c = looks.place(adjust.candidate, _itself, 6, True)
         sessions = float(base[-1, :, 0].sum() + cand[-1, :, 0].sum())
         share = float(base_c[-1, :, 0].sum() + cand_c[-1, :, 0].sum()) / sessions if sessions > 0 else 0.0
         if share <= 0:  # no query with a covariate: nothing to adjust with

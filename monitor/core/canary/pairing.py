@@ -45,7 +45,7 @@ import numpy as np
 
 from monitor.core.canary.checks import Check, Segment, sample_ratio
 from monitor.core.canary.config import CanaryConfig
-from monitor.core.canary.covariates import Adjustment, covariates, query_epochs
+from monitor.core.canary.covariates import Adjustment, adjustment
 from monitor.core.canary.detection import detect_deploys, every_deploy
 from monitor.core.canary.estimates import METRICS
 from monitor.core.canary.judging import Epochs, judge, total
@@ -243,9 +243,7 @@ def _adjustment(history: History, bucket: str, arms: tuple[Wanted, Wanted], peri
     comparison's first epoch), None when it is off or there is no query history."""
     if not config.adjust_queries or not history.queries or start is None:
         return None
-    return Adjustment(query_epochs(history, bucket, arms[0], *periods[0]),
-                      query_epochs(history, bucket, arms[1], *periods[1]),
-                      covariates(history, start, config))
+    return adjustment(history, bucket, arms, periods, start, config)
 
 
 def _canaries(bucket: str, history: History, events: Sequence[tuple[Order, Deploy]],

@@ -141,11 +141,18 @@ class History:
         return min(found) - 1 if found else None
 
     def until(self, last: int | None) -> History:
-        """This history without the epochs after ``last`` (None: itself)."""
+        """This history without the epochs after ``last`` (None: itself). What its readers derived from this
+        one carries over: :attr:`query_rows`, if parsed already, without the later epochs, and a memo of
+        its own kept in this one's (one per ``last``), so the views of one evaluation share their work."""
         if last is None:
             return self
-        return History(self.width, {i: g for i, g in self.epochs.items() if i <= last}, self.seen,
+        view = History(self.width, {i: g for i, g in self.epochs.items() if i <= last}, self.seen,
                        {i: q for i, q in self.queries.items() if i <= last}, self.ended, self.watermark)
+        if "query_rows" in self.__dict__:
+            view.__dict__["query_rows"] = {bucket: {i: rows for i, rows in by_epoch.items() if i <= last}
+                                           for bucket, by_epoch in self.query_rows.items()}
+        view.__dict__["memo"] = self.memo.setdefault(f"until:{last}", {})
+        return view
 
     def totals(self, first: int | None = None, last: int | None = None) -> dict[str, Stats]:
         """Group → the sum of the epochs ``first`` … ``last`` (inclusive; None: unbounded)."""
